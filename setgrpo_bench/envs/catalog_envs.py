@@ -1,0 +1,46 @@
+"""Benchmarks found in the catalog search path, by name."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from ..catalog import catalog_files
+from ..errors import UnknownNameError
+from ..tasks.benchmark import Benchmark, load_benchmark
+from ..tasks.yamlio import load_yaml
+
+_registered: dict[str, Benchmark] = {}
+
+
+def benchmark_paths() -> dict[str, Path]:
+    """Benchmark name → spec path for every ``envs/*/benchmark.yaml`` and ``envs/*.yaml`` in the catalog."""
+    paths: dict[str, Path] = {}
+    for path in catalog_files("envs", "*/benchmark.yaml") + catalog_files("envs", "*.yaml"):
+        data, _ = load_yaml(path)
+        name = data.get("name") if isinstance(data, dict) else None
+        paths[str(name or path.parent.name)] = path
+    return paths
+
+
+@lru_cache(maxsize=None)
+def _load_path(path: Path) -> Benchmark:
+    return load_benchmark(path)
+
+
+def add_benchmark(benchmark: Benchmark) -> None:
+    """Make an in-memory benchmark loadable by name (used by ``register_env``)."""
+    _registered[benchmark.name] = benchmark
+
+
+def load_env_benchmark(name: str | Path) -> Benchmark:
+    """A benchmark by name (registered in memory or in the catalog) or by spec path."""
+    name = str(name)
+    if name in _registered:
+        return _registered[name]
+    if name.endswith((".yaml", ".yml")) or Path(name).is_dir():
+        return _load_path(Path(name).resolve())
+    paths = benchmark_paths()
+    if name not in paths:
+        raise UnknownNameError("benchmark", name, set(paths) | set(_registered))
+    return _load_path(paths[name])

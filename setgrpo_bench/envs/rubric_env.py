@@ -1,0 +1,126 @@
+"""``RubricEnv``: one open-ended task per episode, graded by a stochastic rubric judge (DESIGN §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import ResetNeeded
+
+from ..errors import ConfigError
+from ..graders import Grade, NoiseProfile, RubricGrader, make_grader
+from ..tasks.benchmark import SPLITS, Benchmark
+from ..tasks.model import TaskInstance
+from .catalog_envs import load_env_benchmark
+from .spaces import UnicodeText
+
+
+class RubricEnv(gym.Env[str, str]):
+    """Single-step environment: ``reset`` gives a prompt, ``step(response)`` grades it and ends.
+
+    ``reward`` is the judge's noisy score (NaN when the judge failed even after its retries; ``info``
+    says ``valid=False``). ``info["true_score"]`` is the noise-free rubric score, for evaluation by the
+    harness only. All randomness (task choice, judge noise) comes from ``self.np_random``.
+
+    >>> import gymnasium, setgrpo_bench
+    >>> env = gymnasium.make("setgrpo/MedicationGuide-v0", noise="clean")
+    >>> prompt, info = env.reset(seed=0, options={"index": 3})
+    >>> obs, reward, terminated, truncated, info = env.step("Take your medicine.")
+    >>> terminated
+    True
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        benchmark: str | Path | Benchmark,
+        split: str = "train",
+        grader: str | Path | NoiseProfile | RubricGrader | None = None,
+        noise: str | Path | NoiseProfile | None = None,
+        render_mode: str | None = None,
+        max_prompt_chars: int = 16_384,
+        max_response_chars: int = 16_384,
+        domain: str | None = None,
+        split_sizes: dict[str, int] | None = None,
+    ) -> None:
+        self.benchmark = benchmark if isinstance(benchmark, Benchmark) else load_env_benchmark(benchmark)
+        if split not in SPLITS:
+            raise ConfigError("split", split, f"one of {list(SPLITS)}")
+        if grader is not None and noise is not None:
+            raise ConfigError("noise", noise, "unset when grader= is given", "Pass one of grader= or noise=.")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError("render_mode", render_mode, f"None or one of {self.metadata['render_modes']}")
+        self.split = split
+        self.grader = make_grader(grader or noise or self.benchmark.default_grader, self.benchmark.score_rule)
+        self.render_mode = render_mode
+        self.domain = domain or self.benchmark.domain
+        self.split_sizes = split_sizes or {s: self.benchmark.size(s) for s in SPLITS}
+        self.observation_space = UnicodeText(max_prompt_chars)
+        self.action_space = UnicodeText(max_response_chars)
+        self.task: TaskInstance | None = None
+        self._last: tuple[str, Grade] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Options: ``index`` (int) or ``task_id`` (str) to pick the task, ``split`` to switch split."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"index", "task_id", "split"}
+        if unknown:
+            raise ConfigError("options", sorted(unknown), "keys among 'index', 'task_id', 'split'")
+        split = options.get("split", self.split)
+        if "task_id" in options:
+            name, task_split, index = _parse_task_id(options["task_id"], self.benchmark.name)
+            split, options["index"] = task_split, index
+        index = options.get("index")
+        if index is None:
+            index = int(self.np_random.integers(self.benchmark.size(split)))
+        self.task = self.benchmark.instance(split, int(index))
+        self._last = None
+        return self.task.prompt_text, self._task_info()
+
+    def _task_info(self) -> dict[str, Any]:
+        task = self.task
+        assert task is not None
+        return {
+            "task_id": task.id,
+            "benchmark": self.benchmark.name,
+            "domain": self.domain,
+            "split": task.metadata["split"],
+            "index": task.metadata["index"],
+            "rubric": [{"id": c.id, "text": c.text, "points": c.points, "category": c.category} for c in task.rubric],
+        }
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.task is None:
+            raise ResetNeeded("call reset() before step(): each episode is one prompt and one response")
+        if not isinstance(action, str):
+            raise TypeError(f"the action is the response text (str), got {type(action).__name__}")
+        grade = self.grader.grade(self.task, action, self.np_random)
+        info = {**self._task_info(), **grade.info(tuple(c.id for c in self.task.rubric))}
+        self._last = (action, grade)
+        self.task = None
+        return "", grade.score, True, False, info
+
+    def grade_group(self, responses: Sequence[str]) -> list[Grade]:
+        """Grade G responses to the current task at once; equal to G reset(index)+step calls made
+        from the same ``np_random`` stream. Leaves the task in place for further groups."""
+        if self.task is None:
+            raise ResetNeeded("call reset() to pick the task before grading a group")
+        return self.grader.grade_group(self.task, list(responses), self.np_random)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._last is None:
+            return None
+        response, grade = self._last
+        return f"response: {response}\nscore: {grade.score:.3f} (valid={grade.valid}, calls={grade.judge_calls})"
+
+
+def _parse_task_id(task_id: str, benchmark: str) -> tuple[str, str, int]:
+    parts = str(task_id).rsplit("/", 2)
+    if len(parts) != 3 or parts[0] != benchmark or parts[1] not in SPLITS or not parts[2].isdigit():
+        raise ConfigError("task_id", task_id, f"'{benchmark}/<split>/<index>' with split in {list(SPLITS)}")
+    return parts[0], parts[1], int(parts[2])

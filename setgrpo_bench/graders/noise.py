@@ -1,0 +1,155 @@
+"""Noise profiles of the simulated rubric judge (DESIGN §4).
+
+A judge call on one criterion errs with a probability set by the criterion's category and the true
+verdict (false positive when the truth is "not met", false negative when it is "met"), shifted on the
+logit scale by a per-call leniency shared by all criteria of the call (correlated noise) and by a
+length bias (longer answers look better). A share of the errors is *persistent*: the same judge
+makes the same mistake on the same response and criterion every time it is asked, so repeating the
+judge does not average it away. Scores may be reported on a Likert scale, and a call may fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, logit
+
+from ..catalog import catalog_files
+from ..errors import SpecError, UnknownNameError
+from ..tasks.model import CATEGORIES
+from ..tasks.yamlio import line_of, load_yaml
+
+_HERMITE = np.polynomial.hermite_e.hermegauss(64)
+
+
+@dataclass(frozen=True)
+class NoiseProfile:
+    """Parameters of a simulated judge. Rates are per criterion call, at zero leniency and at the
+    reference length."""
+
+    name: str
+    false_positive: Mapping[str, float]
+    false_negative: Mapping[str, float]
+    leniency_sd: float = 0.0
+    length_bias: float = 0.0
+    reference_words: int = 60
+    persistent_share: float = 0.0
+    likert_levels: int = 0
+    invalid_rate: float = 0.0
+    max_retries: int = 2
+    judge_seed: int = 0
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for table in ("false_positive", "false_negative"):
+            rates = getattr(self, table)
+            if not isinstance(rates, Mapping) or set(rates) != set(CATEGORIES):
+                raise SpecError(f"expected a rate for each of {list(CATEGORIES)}", field=table)
+            for category, rate in rates.items():
+                if not isinstance(rate, (int, float)) or not 0.0 <= rate < 0.5:
+                    raise SpecError(f"expected a rate in [0, 0.5), got {rate!r}", field=f"{table}.{category}")
+        for name, low, high in (
+            ("leniency_sd", 0, 5), ("length_bias", -5, 5), ("persistent_share", 0, 1), ("invalid_rate", 0, 0.5),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise SpecError(f"expected a number in [{low}, {high}], got {value!r}", field=name)
+        for name, low in (("reference_words", 1), ("likert_levels", 0), ("max_retries", 0), ("judge_seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise SpecError(f"expected an integer >= {low}, got {value!r}", field=name)
+        if self.likert_levels == 1:
+            raise SpecError("expected 0 (continuous) or at least 2 levels", field="likert_levels")
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> NoiseProfile:
+        allowed = {f.name for f in fields(cls)} | {"kind"}
+        unknown = sorted(set(raw) - allowed)
+        if unknown:
+            raise SpecError(f"unknown field(s) {unknown}; allowed: {sorted(allowed)}", field=unknown[0])
+        for key in ("name", "false_positive", "false_negative"):
+            if key not in raw:
+                raise SpecError("missing required field", field=key)
+        return cls(**{k: v for k, v in raw.items() if k != "kind"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: dict(v) if isinstance(v, Mapping) else v for k, v in asdict(self).items()}
+
+    @property
+    def is_clean(self) -> bool:
+        return not any(self.false_positive.values()) and not any(self.false_negative.values())
+
+    def base_rates(self, categories: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(false-positive, false-negative) rates per criterion, each shape (J,)."""
+        fp = np.array([self.false_positive[c] for c in categories])
+        fn = np.array([self.false_negative[c] for c in categories])
+        return fp, fn
+
+    def length_shift(self, n_words: np.ndarray) -> np.ndarray:
+        """Logit shift towards "met" for responses of ``n_words`` words: bias · log2(words / reference)."""
+        return self.length_bias * np.log2(np.maximum(n_words, 1) / self.reference_words)
+
+    def expected_error_rate(self, rate: float, n_words: int | None = None, toward_met: bool = True) -> float:
+        """Marginal error probability of one call (leniency integrated out by Gauss–Hermite), for a
+        criterion with base ``rate``; ``toward_met`` for false positives."""
+        if rate == 0:
+            return 0.0
+        sign = 1.0 if toward_met else -1.0
+        shift = sign * float(self.length_shift(np.array(n_words or self.reference_words)))
+        base = expit(logit(rate) + shift)
+        nodes, weights = _HERMITE
+        total = np.maximum(expit(logit(rate) + shift + sign * self.leniency_sd * nodes), self.persistent_share * base)
+        return float(weights @ total / weights.sum())
+
+
+def persistent_uniforms(judge_seed: int, response: str, criterion_ids: tuple[str, ...]) -> np.ndarray:
+    """A fixed uniform in [0, 1) per (judge, response, criterion): the judge's persistent draw."""
+    out = np.empty(len(criterion_ids))
+    for j, cid in enumerate(criterion_ids):
+        digest = hashlib.blake2b(f"{judge_seed}\0{cid}\0{response}".encode(), digest_size=8).digest()
+        out[j] = int.from_bytes(digest, "big") / 2**64
+    return out
+
+
+def profile_names() -> list[str]:
+    """Names of the noise profiles in the catalog search path."""
+    return sorted(_profile_paths())
+
+
+def _profile_paths() -> dict[str, Path]:
+    paths = {}
+    for path in catalog_files("graders", "*.yaml"):
+        data, _ = load_yaml(path)
+        if isinstance(data, Mapping) and data.get("kind", "noise") == "noise":
+            paths[str(data.get("name", path.stem))] = path
+    return paths
+
+
+@lru_cache(maxsize=64)
+def _load_profile_file(path: Path) -> NoiseProfile:
+    data, lines = load_yaml(path)
+    if not isinstance(data, Mapping):
+        raise SpecError("expected a mapping at the top level", file=str(path), line=1)
+    try:
+        return NoiseProfile.from_dict(data)
+    except SpecError as exc:
+        raise exc.located(file=str(path), line=line_of(lines, exc.field)) from None
+
+
+def load_profile(name_or_path: str | Path | NoiseProfile) -> NoiseProfile:
+    """A noise profile by catalog name (``clean``, ``mild``, ``realistic``, ``harsh``) or YAML path."""
+    if isinstance(name_or_path, NoiseProfile):
+        return name_or_path
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return _load_profile_file(path.resolve())
+    paths = _profile_paths()
+    if str(name_or_path) not in paths:
+        raise UnknownNameError("noise profile", str(name_or_path), paths)
+    return _load_profile_file(paths[str(name_or_path)])

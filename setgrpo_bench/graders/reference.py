@@ -1,0 +1,61 @@
+"""Reference graders for calibration (DESIGN §4): what a practitioner can afford to audit with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..tasks.model import TaskInstance
+from ..tasks.scoring import rubric_score
+from .grade import Grade
+from .rubric_grader import RubricGrader, make_grader
+
+
+class ConsensusReference:
+    """K fresh calls of the same judge, majority vote per criterion (a tie counts as not met).
+
+    The training draw is never among the K: these are new calls. Persistent judge errors survive the
+    vote, as they would with a real judge.
+    """
+
+    def __init__(self, grader: RubricGrader, k: int = 5) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError("k", k, "an integer >= 1", "Use e.g. 'consensus:5'.")
+        self.grader, self.k = grader, k
+        self.name = f"consensus:{k}"
+
+    def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
+        rounds = [self.grader.grade_group(task, responses, rng) for _ in range(self.k)]
+        out = []
+        for i in range(len(responses)):
+            draws = [r[i] for r in rounds]
+            ok = [g for g in draws if g.valid]
+            calls = sum(g.judge_calls for g in draws)
+            if not ok:
+                out.append(replace(draws[0], judge_calls=calls))
+                continue
+            votes = np.mean([g.verdicts for g in ok], axis=0) > 0.5
+            score, raw = rubric_score(task.points, votes, self.grader.score_rule)
+            spread = float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok)))
+            out.append(Grade(
+                score=float(score), raw_score=float(raw), verdicts=votes, true_score=ok[0].true_score,
+                true_raw_score=ok[0].true_raw_score, true_verdicts=ok[0].true_verdicts, valid=True,
+                judge_calls=calls, spread=spread,
+            ))
+        return out
+
+
+def make_reference(spec: str, grader: RubricGrader) -> ConsensusReference | RubricGrader:
+    """``consensus:K`` (K-repeat consensus of ``grader``) or ``profile:NAME`` (a less noisy judge)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "consensus":
+        try:
+            return ConsensusReference(grader, int(arg or 5))
+        except ValueError:
+            raise ConfigError("reference", spec, "'consensus:K' with an integer K") from None
+    if kind == "profile" and arg:
+        return make_grader(arg, score_rule=grader.score_rule)
+    raise ConfigError("reference", spec, "'consensus:K' or 'profile:NAME'")

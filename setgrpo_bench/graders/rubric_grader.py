@@ -1,0 +1,107 @@
+"""The programmatic rubric grader with a noise profile: a simulated stochastic judge (DESIGN §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit, logit, ndtri
+
+from ..errors import ConfigError
+from ..tasks.checks import ResponseView
+from ..tasks.model import TaskInstance
+from ..tasks.scoring import SCORE_RULES, rubric_score
+from .grade import Grade
+from .noise import NoiseProfile, load_profile, persistent_uniforms
+
+
+def _shifted(rate: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """sigmoid(logit(rate) + shift), exactly 0 where rate is 0."""
+    with np.errstate(divide="ignore"):
+        return np.where(rate > 0, expit(logit(np.maximum(rate, 1e-300)) + shift), 0.0)
+
+
+class RubricGrader:
+    """Grades with the rubric's programmatic checks, then corrupts the verdicts with a noise profile.
+
+    Every call draws exactly ``(max_retries + 1) × (J + 2)`` uniforms per response from ``rng``
+    (invalid-output draw, leniency draw, one error draw per criterion, per attempt), so grading a
+    group at once equals grading its responses one by one from the same stream.
+
+    >>> from setgrpo_bench.envs import load_env_benchmark
+    >>> task = load_env_benchmark("MedicationGuide").instance("eval", 0)
+    >>> RubricGrader("clean").grade(task, "ok", np.random.default_rng(0)).valid
+    True
+    """
+
+    def __init__(self, profile: str | Path | NoiseProfile = "realistic", score_rule: str = "healthbench") -> None:
+        if score_rule not in SCORE_RULES:
+            raise ConfigError("score_rule", score_rule, f"one of {list(SCORE_RULES)}")
+        self.profile = load_profile(profile)
+        self.score_rule = score_rule
+        self.name = self.profile.name
+
+    def grade(self, task: TaskInstance, response: str, rng: np.random.Generator) -> Grade:
+        """Grade one response."""
+        return self.grade_group(task, [response], rng)[0]
+
+    def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
+        """Grade the responses of one group (G responses to the same task) with numpy."""
+        p = self.profile
+        J, G, R = len(task.rubric), len(responses), p.max_retries + 1
+        views = [ResponseView(r) for r in responses]
+        true = np.stack([task.true_verdicts(v.text) for v in views]) if G else np.zeros((0, J), bool)
+        u = rng.random((G, R, J + 2))
+        n_words = np.array([len(v.words) for v in views], dtype=float)
+
+        invalid = u[:, :, 0] < p.invalid_rate
+        valid = ~invalid.all(axis=1)
+        attempt = np.where(valid, np.argmax(~invalid, axis=1), R - 1)
+        draws = u[np.arange(G), attempt]
+
+        fp, fn = p.base_rates(task.categories)
+        rate = np.where(true, fn, fp)
+        toward_met = np.where(true, -1.0, 1.0)
+        length = p.length_shift(n_words)[:, None]
+        leniency = p.leniency_sd * ndtri(np.clip(draws[:, 1], 1e-12, 1 - 1e-12))[:, None]
+        p_base = _shifted(rate, toward_met * length)
+        p_call = _shifted(rate, toward_met * (length + leniency))
+        anchor = p.persistent_share * p_base
+        persistent = np.stack(
+            [persistent_uniforms(p.judge_seed, v.text, tuple(c.id for c in task.rubric)) for v in views]
+        ) < anchor if p.persistent_share > 0 and G else np.zeros((G, J), bool)
+        fresh = draws[:, 2:] < np.clip((p_call - anchor) / (1.0 - anchor), 0.0, 1.0)
+        observed = true ^ (persistent | fresh)
+
+        score, raw = rubric_score(task.points, observed, self.score_rule)
+        if p.likert_levels:
+            score = np.round(score * (p.likert_levels - 1)) / (p.likert_levels - 1)
+        true_score, true_raw = rubric_score(task.points, true, self.score_rule)
+        spread = self._spread(task, observed)
+        calls = (attempt + 1) * J
+        return [
+            Grade(
+                score=float(score[i]) if valid[i] else float("nan"),
+                raw_score=float(raw[i]) if valid[i] else float("nan"),
+                verdicts=observed[i], true_score=float(true_score[i]), true_raw_score=float(true_raw[i]),
+                true_verdicts=true[i], valid=bool(valid[i]), judge_calls=int(calls[i]), spread=float(spread[i]),
+            )
+            for i in range(G)
+        ]
+
+    def _spread(self, task: TaskInstance, observed: np.ndarray) -> np.ndarray:
+        """Judge-side standard deviation of the score: √Σ w_j² r_j(1 − r_j), where r_j is the stated
+        rate of the error that would have produced the observed verdict."""
+        fp, fn = self.profile.base_rates(task.categories)
+        r = np.where(observed, fp, fn)
+        points = task.points
+        w = points / points[points > 0].sum() if self.score_rule == "healthbench" else np.abs(points) / np.abs(points).sum()
+        return np.sqrt((w**2 * r * (1 - r)).sum(axis=-1))
+
+
+def make_grader(grader: str | Path | NoiseProfile | RubricGrader = "realistic", score_rule: str = "healthbench") -> RubricGrader:
+    """A grader from a profile name/path, a profile, or an existing grader (returned as is)."""
+    if isinstance(grader, RubricGrader):
+        return grader
+    return RubricGrader(grader, score_rule=score_rule)
