@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ..catalog import catalog_files
+from ..catalog import catalog_files, catalog_roots
 from ..errors import UnknownNameError
 from ..tasks.benchmark import Benchmark, load_benchmark
 from ..tasks.yamlio import load_yaml
@@ -15,6 +15,11 @@ _registered: dict[str, Benchmark] = {}
 
 def benchmark_paths() -> dict[str, Path]:
     """Benchmark name → spec path for every ``envs/*/benchmark.yaml`` and ``envs/*.yaml`` in the catalog."""
+    return dict(_benchmark_paths(tuple(catalog_roots())))
+
+
+@lru_cache(maxsize=8)
+def _benchmark_paths(roots: tuple[Path, ...]) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for path in catalog_files("envs", "*/benchmark.yaml") + catalog_files("envs", "*.yaml"):
         data, _ = load_yaml(path)

@@ -39,7 +39,7 @@ def register_env(
     new_id = env_id(benchmark.name, version)
     kwargs = {
         "benchmark": benchmark.name,
-        "grader": grader or benchmark.default_grader,
+        "noise": grader or benchmark.default_grader,
         "domain": benchmark.domain,
         "split_sizes": {s: benchmark.size(s) for s in SPLITS},
     }

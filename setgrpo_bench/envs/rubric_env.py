@@ -24,6 +24,7 @@ class RubricEnv(gym.Env[str, str]):
     ``reward`` is the judge's noisy score (NaN when the judge failed even after its retries; ``info``
     says ``valid=False``). ``info["true_score"]`` is the noise-free rubric score, for evaluation by the
     harness only. All randomness (task choice, judge noise) comes from ``self.np_random``.
+    ``grader`` (a grader or profile) takes precedence over ``noise`` (a profile name or path).
 
     >>> import gymnasium, setgrpo_bench
     >>> env = gymnasium.make("setgrpo/MedicationGuide-v0", noise="clean")
@@ -33,7 +34,7 @@ class RubricEnv(gym.Env[str, str]):
     True
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
         self,
@@ -50,8 +51,6 @@ class RubricEnv(gym.Env[str, str]):
         self.benchmark = benchmark if isinstance(benchmark, Benchmark) else load_env_benchmark(benchmark)
         if split not in SPLITS:
             raise ConfigError("split", split, f"one of {list(SPLITS)}")
-        if grader is not None and noise is not None:
-            raise ConfigError("noise", noise, "unset when grader= is given", "Pass one of grader= or noise=.")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, f"None or one of {self.metadata['render_modes']}")
         self.split = split
@@ -113,8 +112,11 @@ class RubricEnv(gym.Env[str, str]):
         return self.grader.grade_group(self.task, list(responses), self.np_random)
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._last is None:
+        """``ansi``: the current prompt, or the last response with its grade."""
+        if self.render_mode != "ansi":
             return None
+        if self._last is None:
+            return f"prompt: {self.task.prompt_text}" if self.task is not None else "(no task: call reset())"
         response, grade = self._last
         return f"response: {response}\nscore: {grade.score:.3f} (valid={grade.valid}, calls={grade.judge_calls})"
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, logit
 
-from ..catalog import catalog_files
+from ..catalog import catalog_files, catalog_roots
 from ..errors import SpecError, UnknownNameError
 from ..tasks.model import CATEGORIES
 from ..tasks.yamlio import line_of, load_yaml
@@ -123,6 +123,11 @@ def profile_names() -> list[str]:
 
 
 def _profile_paths() -> dict[str, Path]:
+    return dict(_profile_paths_under(tuple(catalog_roots())))
+
+
+@lru_cache(maxsize=8)
+def _profile_paths_under(roots: tuple[Path, ...]) -> dict[str, Path]:
     paths = {}
     for path in catalog_files("graders", "*.yaml"):
         data, _ = load_yaml(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +27,7 @@ from .yamlio import line_of, load_yaml, read_jsonl
 
 SPLITS = ("train", "calib", "eval")
 _SPLIT_BUCKETS = {"train": range(0, 12), "calib": range(12, 16), "eval": range(16, 20)}
+_SINGLE_FIELD = re.compile(r"\{([^{}:!]+)\}")
 _SPEC_KEYS = {"name", "domain", "kind", "description", "version", "grader", "score_rule"}
 _PROCEDURAL_KEYS = _SPEC_KEYS | {"sizes", "pools", "variables", "prompt", "criteria", "examples"}
 _FILE_KEYS = _SPEC_KEYS | {"tasks", "files"}
@@ -100,7 +102,17 @@ def render(template: str, names: Mapping[str, Any]) -> str:
 
 
 def _render_deep(value: Any, names: Mapping[str, Any]) -> Any:
+    """Render every string inside ``value``; a string that is one placeholder of a list variable
+    (``terms: "{comparison.kw}"``) becomes that list."""
     if isinstance(value, str):
+        whole = _SINGLE_FIELD.fullmatch(value)
+        if whole:
+            try:
+                obj, _ = string.Formatter().get_field(whole.group(1), (), names)
+            except (KeyError, AttributeError, IndexError) as exc:
+                raise SpecError(f"template {value!r} refers to an undefined variable: {exc}") from None
+            if isinstance(obj, list):
+                return [str(v) for v in obj]
         return render(value, names)
     if isinstance(value, list):
         return [_render_deep(v, names) for v in value]
@@ -174,7 +186,10 @@ class ProceduralBenchmark(Benchmark):
             names = self._sample(np.random.default_rng(seed))
             if split_of_prompt(self.name, self._prompt(names)) == split:
                 return _Names(names, attempt)
-        raise SpecError(f"no prompt hashing into split {split!r} in 10000 attempts", file=self.source, field="prompt")
+        raise SpecError(
+            f"no prompt of split {split!r} in 10000 draws: the variables give too few distinct prompts",
+            file=self.source, line=line_of(self._lines, "variables"), field="variables",
+        )
 
     def _prompt(self, names: Mapping[str, Any]) -> str:
         try:

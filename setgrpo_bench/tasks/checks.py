@@ -27,10 +27,14 @@ _SIGN_OFF = re.compile(
 )
 
 
+_COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
 def normalize(text: str) -> str:
-    """Casefold and strip diacritics, so that ``Zoë`` matches ``zoe``."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    """Casefold and strip diacritics (combining marks after NFKD), so that ``Zoë`` matches ``zoe``."""
+    if text.isascii():
+        return text.casefold()
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text)).casefold()
 
 
 class ResponseView:

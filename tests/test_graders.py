@@ -1,0 +1,167 @@
+"""Statistical tests of the simulated judge: observed error rates vs the profile, at a declared level."""
+
+import numpy as np
+import pytest
+
+from conftest import binomial_ok
+from setgrpo_bench.errors import SpecError, UnknownNameError
+from setgrpo_bench.graders import NoiseProfile, RubricGrader, load_profile, make_reference, profile_names
+from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance
+
+N_GRADINGS = 20_000
+
+
+def _probe_task() -> TaskInstance:
+    """Per category, one criterion truly met ("yes<category>") and one truly not met ("no<category>")."""
+    rubric = []
+    for cat in CATEGORIES:
+        points = -1 if cat == "pitfall" else 1
+        for truth in ("yes", "no"):
+            rubric.append(Criterion(f"{truth}_{cat}", f"{truth} {cat}", points, cat, check=None))
+    rubric = [
+        Criterion(c.id, c.text, c.points, c.category, check=_kw(f"{c.id.split('_')[0]}{c.category}"))
+        for c in rubric
+    ]
+    return TaskInstance("probe", "probe prompt", tuple(rubric))
+
+
+def _kw(term):
+    from setgrpo_bench.tasks.checks import build_check
+
+    return build_check({"type": "keyword_any", "terms": [term]})
+
+
+def _responses(n, words, start=0):
+    """Distinct responses of exactly ``words`` words that meet every "yes" criterion."""
+    fixed = [f"yes{c}" for c in CATEGORIES]
+    return [" ".join(fixed + [f"w{start + i}"] + ["pad"] * (words - len(fixed) - 1)) for i in range(n)]
+
+
+def _error_counts(profile, words, seed=0):
+    task = _probe_task()
+    grader = RubricGrader(profile)
+    grades = grader.grade_group(task, _responses(N_GRADINGS, words), np.random.default_rng(seed))
+    errors = np.stack([g.verdicts != g.true_verdicts for g in grades])
+    return task, errors
+
+
+@pytest.mark.parametrize("name", ["clean", "mild", "realistic", "harsh"])
+def test_observed_error_rates_match_profile(name):
+    profile = load_profile(name)
+    task, errors = _error_counts(name, profile.reference_words)
+    assert (task.true_verdicts(_responses(1, profile.reference_words)[0]) == [True, False] * 4).all()
+    for j, criterion in enumerate(task.rubric):
+        truly_met = criterion.id.startswith("yes")
+        table = profile.false_negative if truly_met else profile.false_positive
+        expected = profile.expected_error_rate(table[criterion.category], toward_met=not truly_met)
+        k = int(errors[:, j].sum())
+        # 8 cells per profile: Bonferroni-adjusted two-sided level 1e-4 / 8
+        assert binomial_ok(k, N_GRADINGS, expected, alpha=1e-4 / 8), (criterion.id, k / N_GRADINGS, expected)
+
+
+def test_leniency_free_rates_equal_the_stated_rates():
+    profile = NoiseProfile(
+        "flat", false_positive=dict.fromkeys(CATEGORIES, 0.1), false_negative=dict.fromkeys(CATEGORIES, 0.2)
+    )
+    assert profile.expected_error_rate(0.1, toward_met=True) == pytest.approx(0.1)
+    task, errors = _error_counts(profile, profile.reference_words)
+    assert binomial_ok(int(errors[:, 0].sum()), N_GRADINGS, 0.2)  # yes_essential: false negatives
+    assert binomial_ok(int(errors[:, 1].sum()), N_GRADINGS, 0.1)  # no_essential: false positives
+
+
+def test_length_bias_makes_long_answers_look_better():
+    profile = load_profile("harsh")
+    task, errors = _error_counts("harsh", 4 * profile.reference_words, seed=1)
+    j = [c.id for c in task.rubric].index("no_important")
+    expected = profile.expected_error_rate(profile.false_positive["important"], 4 * profile.reference_words)
+    assert expected > profile.expected_error_rate(profile.false_positive["important"])
+    assert binomial_ok(int(errors[:, j].sum()), N_GRADINGS, expected, alpha=1e-4)
+
+
+def test_clean_profile_is_exactly_the_true_score(medication, rng):
+    grader = RubricGrader("clean")
+    for i in range(20):
+        task = medication.instance("eval", i)
+        for grade in grader.grade_group(task, medication.examples(task, rng, 6), rng):
+            assert grade.valid and grade.score == grade.true_score and (grade.verdicts == grade.true_verdicts).all()
+
+
+def test_persistent_errors_repeat_on_the_same_response():
+    """Two calls on the same response err together far more often than independence allows."""
+    task = _probe_task()
+    grader = RubricGrader("realistic")
+    responses = _responses(N_GRADINGS, 50)
+    first = np.stack([g.verdicts != g.true_verdicts for g in grader.grade_group(task, responses, np.random.default_rng(1))])
+    second = np.stack([g.verdicts != g.true_verdicts for g in grader.grade_group(task, responses, np.random.default_rng(2))])
+    j = [c.id for c in task.rubric].index("yes_pitfall")
+    p1, p2 = first[:, j].mean(), second[:, j].mean()
+    both = int((first[:, j] & second[:, j]).sum())
+    assert not binomial_ok(both, N_GRADINGS, p1 * p2, alpha=1e-6) and both > N_GRADINGS * p1 * p2
+
+
+def test_group_grading_equals_one_by_one(medication):
+    grader = RubricGrader("harsh")
+    for i in range(10):
+        task = medication.instance("train", i)
+        responses = medication.examples(task, np.random.default_rng(i), 8)
+        batched = grader.grade_group(task, responses, np.random.default_rng(100 + i))
+        one_rng = np.random.default_rng(100 + i)
+        single = [grader.grade(task, r, one_rng) for r in responses]
+        for a, b in zip(batched, single):
+            assert (a.verdicts == b.verdicts).all()
+            assert a.valid == b.valid and a.judge_calls == b.judge_calls
+            assert np.array_equal([a.score, a.true_score, a.spread], [b.score, b.true_score, b.spread], equal_nan=True)
+
+
+def test_invalid_outputs_are_invalid_not_zero():
+    profile = NoiseProfile(
+        "flaky", false_positive=dict.fromkeys(CATEGORIES, 0.0), false_negative=dict.fromkeys(CATEGORIES, 0.0),
+        invalid_rate=0.4, max_retries=1,
+    )
+    task = _probe_task()
+    grades = RubricGrader(profile).grade_group(task, _responses(5000, 20), np.random.default_rng(0))
+    invalid = [g for g in grades if not g.valid]
+    assert binomial_ok(len(invalid), 5000, 0.4**2)  # both attempts failed
+    assert all(np.isnan(g.score) and g.judge_calls == 2 * len(task.rubric) for g in invalid)
+    retried = [g for g in grades if g.valid and g.judge_calls == 2 * len(task.rubric)]
+    assert binomial_ok(len(retried), 5000, 0.4 * 0.6)
+
+
+def test_likert_quantisation():
+    grades = RubricGrader("harsh").grade_group(_probe_task(), _responses(500, 50), np.random.default_rng(0))
+    scores = np.array([g.score for g in grades if g.valid])
+    assert set(np.round(scores * 4, 9)) <= {0.0, 1.0, 2.0, 3.0, 4.0}
+
+
+def test_consensus_reference_is_less_noisy_than_one_call(medication, rng):
+    grader = RubricGrader("realistic")
+    reference = make_reference("consensus:5", grader)
+    single, consensus = [], []
+    for i in range(60):
+        task = medication.instance("calib", i)
+        responses = medication.examples(task, rng, 8)
+        single += [abs(g.score - g.true_score) for g in grader.grade_group(task, responses, rng) if g.valid]
+        graded = reference.grade_group(task, responses, rng)
+        consensus += [abs(g.score - g.true_score) for g in graded]
+        assert all(g.judge_calls >= 5 * len(task.rubric) for g in graded)
+    assert np.mean(consensus) < 0.8 * np.mean(single)
+    assert isinstance(make_reference("profile:mild", grader), RubricGrader)
+
+
+def test_profiles_in_catalog_and_bad_profiles():
+    assert {"clean", "mild", "realistic", "harsh"} <= set(profile_names())
+    with pytest.raises(UnknownNameError, match="Did you mean 'realistic'"):
+        load_profile("realistc")
+    with pytest.raises(SpecError, match=r"false_positive.essential: expected a rate in \[0, 0.5\)"):
+        NoiseProfile("bad", false_positive={**dict.fromkeys(CATEGORIES, 0.1), "essential": 0.7},
+                     false_negative=dict.fromkeys(CATEGORIES, 0.1))
+
+
+def test_bad_profile_file_names_file_and_line(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "name: mine\nfalse_positive: {essential: 0.1, important: 0.1, optional: 0.1, pitfall: 0.1}\n"
+        "false_negative: {essential: 0.1, important: 0.1, optional: 0.1, pitfall: 0.1}\nleniency_sd: lots\n"
+    )
+    with pytest.raises(SpecError, match=r"mine.yaml:4: leniency_sd: expected a number"):
+        load_profile(path)
