@@ -64,6 +64,37 @@ def _envs_validate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from .agents.config import FIELDS, resolve_config
+    from .harness import run
+
+    overrides = {name: getattr(args, name) for name in FIELDS if name != "agent" and getattr(args, name) is not None}
+    if args.suite:
+        overrides["envs"] = args.suite
+    config = resolve_config(args.agent, overrides)
+    out = args.out or f"runs/{config.agent}-seed{config.seed}"
+    run(config, out, resume=args.resume, overwrite=args.overwrite, console=console)
+    console.print(f"run directory: {out}")
+    return 0
+
+
+def _add_run_parser(commands: argparse._SubParsersAction) -> None:
+    from .agents.config import FIELDS
+
+    parser = commands.add_parser("run", help="train an agent and evaluate it on held-out instances")
+    parser.add_argument("--agent", default="grpo", help="agent preset (agents/<name>.yaml)")
+    parser.add_argument("--suite", choices=["builtin"], help="train and evaluate on the whole built-in suite")
+    parser.add_argument("--out", help="run directory (default runs/<agent>-seed<seed>)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="replace the run in --out")
+    overrides = parser.add_argument_group("overrides of the preset (any config field)")
+    for name, f in FIELDS.items():
+        if name != "agent":
+            overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
+                                   help=f"{f.metadata['help']} (default {f.default!r})")
+    parser.set_defaults(func=_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m setgrpo_bench", description=__doc__)
     parser.add_argument("--catalog", action="append", default=[], metavar="DIR",
@@ -81,10 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate = envs.add_parser("validate", help="check benchmark specs; prints every problem")
     validate.add_argument("paths", nargs="+", help="benchmark.yaml files or their folders")
     validate.set_defaults(func=_envs_validate)
+    _add_run_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     args = build_parser().parse_args(argv)
     try:
         for folder in args.catalog:
@@ -93,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             register_catalog()
         return int(args.func(args))
     except SetgrpoBenchError as exc:
-        console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+        console.print(f"[red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
         return 2
 
 

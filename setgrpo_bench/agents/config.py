@@ -1,0 +1,150 @@
+"""Agent and run configuration: one typed dataclass shared by YAML presets, the CLI and the Python API.
+
+Each field's ``help`` is its one-line documentation (units, range, why this default) and becomes
+``--help`` of ``run``. Presets in ``agents/*.yaml`` set any subset of the fields.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..catalog import catalog_files
+from ..errors import ConfigError, SpecError, UnknownNameError
+from ..tasks.yamlio import line_of, load_yaml
+from .coefficients import COEFFICIENT_RULES
+from .objective import LOSS_TYPES
+
+
+def _f(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run."""
+
+    agent: str = _f("grpo", "agent preset name (agents/<name>.yaml)")
+    rule: str = _f("grpo", "coefficient rule: rewards of a group → training coefficients")
+    oracle: bool = _f(False, "train on the true score (an upper bound, flagged on every report)")
+    envs: str = _f("builtin", "'builtin' (the whole suite) or comma-separated env ids / benchmark names")
+    noise: str = _f("realistic", "grader noise profile used for training rewards")
+    policy: str = _f("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
+    device: str = _f("cpu", "cpu or cuda")
+    seed: int = _f(0, "seed of task sampling, generation, grading noise and evaluation")
+    steps: int = _f(40, "training steps (one batch of groups each)")
+    groups_per_step: int = _f(16, "prompts per step (B)")
+    group_size: int = _f(8, "responses per prompt (G >= 2)")
+    lr: float = _f(5e-4, "AdamW learning rate (1e-3 collapsed a 1M model under heavy noise)")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    max_grad_norm: float = _f(1.0, "gradient clipping norm")
+    mu: int = _f(1, "inner optimisation passes over each batch (μ)")
+    loss_type: str = _f("grpo", "loss normalisation: grpo (token mean per sequence), dr_grpo, dapo")
+    clip: bool = _f(True, "PPO ratio clipping (False: RGRA)")
+    epsilon_low: float = _f(0.2, "lower clip range ε_low")
+    epsilon_high: float = _f(0.2, "upper clip range ε_high (DAPO uses 0.28)")
+    beta: float = _f(0.0, "k3 KL coefficient to the initial policy (0: no reference model)")
+    std_floor: float = _f(0.05, "floor of the group std in grpo coefficients (rubric scores are continuous)")
+    temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation")
+    top_p: float = _f(1.0, "nucleus sampling mass")
+    max_new_tokens: int = _f(72, "response length cap in tokens")
+    eval_instances: int = _f(64, "eval-split instances per env (0: the whole split)")
+    checkpoint_every: int = _f(1, "steps between checkpoints (resume restarts from the last one)")
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("group_size", self.group_size >= 2, "an integer >= 2", "GRPO needs at least 2 responses per prompt."),
+            ("groups_per_step", self.groups_per_step >= 1, "an integer >= 1", ""),
+            ("steps", self.steps >= 0, "an integer >= 0", ""),
+            ("mu", self.mu >= 1, "an integer >= 1", ""),
+            ("lr", 0 < self.lr < 1, "a number in (0, 1)", ""),
+            ("beta", self.beta >= 0, "a number >= 0", ""),
+            ("epsilon_low", 0 <= self.epsilon_low < 1, "a number in [0, 1)", ""),
+            ("epsilon_high", self.epsilon_high >= 0, "a number >= 0", ""),
+            ("max_grad_norm", self.max_grad_norm > 0, "a number > 0", ""),
+            ("temperature", self.temperature > 0, "a number > 0", ""),
+            ("top_p", 0 < self.top_p <= 1, "a number in (0, 1]", ""),
+            ("max_new_tokens", self.max_new_tokens >= 1, "an integer >= 1", ""),
+            ("eval_instances", self.eval_instances >= 0, "an integer >= 0", ""),
+            ("checkpoint_every", self.checkpoint_every >= 1, "an integer >= 1", ""),
+            ("std_floor", self.std_floor >= 0, "a number >= 0", ""),
+        ]
+        for name, ok, allowed, fix in checks:
+            value = getattr(self, name)
+            if not ok or (isinstance(value, float) and not math.isfinite(value)):
+                raise ConfigError(name, value, allowed, fix)
+        if self.rule not in COEFFICIENT_RULES:
+            raise UnknownNameError("coefficient rule", self.rule, COEFFICIENT_RULES)
+        if self.loss_type not in LOSS_TYPES:
+            raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError("device", self.device, "'cpu', 'cuda' or 'cuda:N'")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        return replace(self, **changes)
+
+
+FIELDS = {f.name: f for f in fields(TrainConfig)}
+
+
+def coerce(name: str, value: Any, source: str = "override") -> Any:
+    """Convert ``value`` (e.g. a CLI string) to the type of field ``name``; clear error otherwise."""
+    if name not in FIELDS:
+        raise UnknownNameError("config field", name, FIELDS)
+    default = FIELDS[name].default
+    kind = type(default) if default is not MISSING else str
+    try:
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("true", "1", "yes"):
+                return True
+            if str(value).lower() in ("false", "0", "no"):
+                return False
+            raise ValueError
+        if kind is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(name, value, f"a {kind.__name__} ({source})") from None
+
+
+def preset_paths() -> dict[str, Path]:
+    return {path.stem: path for path in catalog_files("agents", "*.yaml")}
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The fields set by preset ``name`` (``agents/<name>.yaml`` in the catalog search path)."""
+    paths = preset_paths()
+    if name not in paths:
+        raise UnknownNameError("agent", name, paths)
+    data, lines = load_yaml(paths[name])
+    if not isinstance(data, Mapping):
+        raise SpecError("expected a mapping of config fields", file=str(paths[name]), line=1)
+    out = {"agent": name}
+    for key, value in data.items():
+        try:
+            out[key] = coerce(key, value, source=str(paths[name]))
+        except (ConfigError, UnknownNameError) as exc:
+            raise SpecError(str(exc), file=str(paths[name]), line=line_of(lines, key), field=key) from None
+    return out
+
+
+def resolve_config(agent: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+    """Defaults ← preset ``agent`` ← ``overrides`` (CLI values as strings or typed values)."""
+    values = load_preset(agent)
+    for key, value in (overrides or {}).items():
+        values[key] = coerce(key, value)
+    return TrainConfig(**values)

@@ -1,0 +1,69 @@
+"""Held-out evaluation with the true rubric score (DESIGN §9): per env, per domain, macro."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..envs.rubric_env import RubricEnv
+from ..policy.engine import TransformersEngine
+
+
+def aggregate(per_env: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Domain means (mean over the domain's benchmarks) and macro averages (unweighted mean over
+    benchmarks), with the standard error of a mean of independent means: SE = √(Σ se_k²) / K."""
+    domains: dict[str, list[str]] = {}
+    for name, row in per_env.items():
+        domains.setdefault(row["domain"], []).append(name)
+    out: dict[str, Any] = {"domains": {}}
+    for key in ("true_score", "judge_score"):
+        for domain, names in sorted(domains.items()):
+            entry = out["domains"].setdefault(domain, {"benchmarks": sorted(names)})
+            entry[key] = float(np.mean([per_env[n][key] for n in names]))
+            entry[f"{key}_se"] = float(np.sqrt(sum(per_env[n][f"{key}_se"] ** 2 for n in names)) / len(names))
+        out[f"macro_{key}"] = float(np.mean([row[key] for row in per_env.values()]))
+        out[f"macro_{key}_se"] = float(np.sqrt(sum(r[f"{key}_se"] ** 2 for r in per_env.values())) / len(per_env))
+        out[f"domain_macro_{key}"] = float(np.mean([d[key] for d in out["domains"].values()]))
+    return out
+
+
+def _se(values: np.ndarray) -> float:
+    values = values[~np.isnan(values)]
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+@torch.no_grad()
+def evaluate(
+    engine: TransformersEngine,
+    envs: Sequence[RubricEnv],
+    *,
+    instances: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One sampled response per eval instance of each env, graded by the env's judge; the true
+    score is the noise-free rubric score. Runs under its own seeds, leaving the caller's torch and
+    numpy random states untouched.
+    """
+    per_env: dict[str, dict[str, Any]] = {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for k, env in enumerate(envs):
+            bench = env.benchmark
+            n = bench.size("eval") if instances == 0 else min(instances, bench.size("eval"))
+            tasks = [bench.instance("eval", i) for i in range(n)]
+            texts = engine.generate([t.prompt_text for t in tasks]).texts
+            rng = np.random.default_rng([seed, k])
+            grades = [env.grader.grade(t, r, rng) for t, r in zip(tasks, texts)]
+            true = np.array([g.true_score for g in grades])
+            judge = np.array([g.score for g in grades])
+            per_env[bench.name] = {
+                "domain": bench.domain, "n": n,
+                "true_score": float(true.mean()), "true_score_se": _se(true),
+                "judge_score": float(np.nanmean(judge)), "judge_score_se": _se(judge),
+                "invalid_rate": float(np.isnan(judge).mean()),
+                "example": {"task_id": tasks[0].id, "response": texts[0]},
+            }
+    return {"per_env": per_env, **aggregate(per_env)}

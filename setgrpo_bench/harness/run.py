@@ -1,0 +1,165 @@
+"""``run``: train an agent on the mixture of train splits and evaluate on every eval split (DESIGN §9)."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from transformers import AutoModelForCausalLM
+
+from .. import __version__
+from ..agents.config import TrainConfig
+from ..agents.trainer import NonFiniteLossError, Trainer
+from ..catalog import builtin_root
+from ..envs import benchmark_paths, load_env_benchmark
+from ..envs.rubric_env import RubricEnv
+from ..errors import SetgrpoBenchError
+from ..policy.model import load_policy
+from .evaluate import evaluate
+from .report import plot_curves, summary_table
+from .rundir import RunDir, read_json, write_json
+
+EVAL_SEED_OFFSET = 10_000
+
+
+class TrainingStopped(SetgrpoBenchError):
+    """Training stopped before its last step (e.g. a non-finite loss); the last good checkpoint is kept."""
+
+
+def env_names(spec: str) -> list[str]:
+    """Benchmark names from ``builtin`` or a comma-separated list of env ids / names."""
+    if spec == "builtin":
+        envs_dir = builtin_root() / "envs"
+        return sorted(n for n, p in benchmark_paths().items() if p.is_relative_to(envs_dir))
+    names = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        name = item.removeprefix("setgrpo/").rsplit("-v", 1)[0] if item.startswith("setgrpo/") else item
+        load_env_benchmark(name)  # raises with a suggestion when unknown
+        names.append(name)
+    return names
+
+
+def make_envs(config: TrainConfig) -> list[RubricEnv]:
+    envs = [RubricEnv(name, split="train", noise=config.noise) for name in env_names(config.envs)]
+    for k, env in enumerate(envs):
+        env.reset(seed=config.seed * 1_000 + k)
+    return envs
+
+
+def _state(trainer: Trainer, step: int) -> dict[str, Any]:
+    return {
+        "step": step,
+        "optimizer": trainer.optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "numpy_rng": trainer.rng.bit_generator.state,
+        "env_rngs": [env.np_random.bit_generator.state for env in trainer.envs],
+    }
+
+
+def save_checkpoint(rundir: RunDir, trainer: Trainer, step: int) -> None:
+    staging = rundir.new_checkpoint_folder(step)
+    trainer.policy.model.save_pretrained(staging)
+    trainer.policy.tokenizer.save_pretrained(staging)
+    torch.save(_state(trainer, step), staging / "trainer_state.pt")
+    rundir.commit_checkpoint(staging, step)
+
+
+def load_checkpoint(folder: Path, trainer: Trainer) -> int:
+    """Restore weights, optimiser and every random state; returns the checkpoint's step."""
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")
+    trainer.policy.model.load_state_dict(model.state_dict())
+    state = torch.load(folder / "trainer_state.pt", weights_only=False)
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    if state["cuda_rng"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    trainer.rng.bit_generator.state = state["numpy_rng"]
+    for env, env_state in zip(trainer.envs, state["env_rngs"]):
+        env.np_random.bit_generator.state = env_state
+    return int(state["step"])
+
+
+def run(
+    config: TrainConfig,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    console: Console | None = None,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Train and evaluate; returns the content of ``eval.json``. ``on_step(step, metrics)`` is called
+    after each step's metrics and checkpoint are on disk."""
+    console = console or Console()
+    rundir = RunDir(out)
+    resumed = rundir.prepare(config.to_dict(), resume=resume, overwrite=overwrite)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    envs = make_envs(config)
+    policy = load_policy(config.policy, config.device, seed=config.seed)
+    trainer = Trainer(config, policy, envs, rng)
+    start = 0
+    if not resumed:
+        write_json(rundir.root / "config.json", {
+            "config": config.to_dict(), "package_version": __version__, "policy": policy.name,
+            "envs": [e.benchmark.name for e in envs], "python": platform.python_version(),
+            "torch": torch.__version__, "oracle": config.oracle,
+        })
+    checkpoint = rundir.latest_checkpoint() if resumed else None
+    if checkpoint is not None:
+        start = load_checkpoint(checkpoint, trainer)
+        console.print(f"resuming {rundir.root} from step {start}")
+    rundir.truncate_metrics(start)
+    eval_seed = config.seed + EVAL_SEED_OFFSET
+    initial_path = rundir.root / "eval_initial.json"
+    if initial_path.is_file():
+        initial = read_json(initial_path)
+    else:
+        with console.status("evaluating the initial policy"):
+            initial = evaluate(trainer.engine, envs, instances=config.eval_instances, seed=eval_seed)
+        write_json(initial_path, initial)
+    _train(config, rundir, trainer, start, console, on_step)
+    with console.status("evaluating the trained policy"):
+        final = evaluate(trainer.engine, envs, instances=config.eval_instances, seed=eval_seed)
+    result = {
+        "agent": config.agent, "oracle": config.oracle, "seed": config.seed, "steps": config.steps,
+        "initial": initial, "final": final,
+        "improvement_macro_true_score": final["macro_true_score"] - initial["macro_true_score"],
+        "grader_calls": sum(r["grader_calls"] for r in rundir.metrics()),
+        "train_seconds": sum(r["time_step"] for r in rundir.metrics()),
+    }
+    write_json(rundir.root / "eval.json", result)
+    plot_curves(rundir.metrics(), result, rundir.root / "curve.png", title=f"{config.agent} (seed {config.seed})")
+    console.print(summary_table(result))
+    return result
+
+
+def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Console, on_step) -> None:
+    columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[live]}"))
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("train", total=config.steps, completed=start, live="")
+        for step in range(start + 1, config.steps + 1):
+            t0 = time.perf_counter()
+            try:
+                metrics = trainer.step()
+            except NonFiniteLossError as exc:
+                raise TrainingStopped(
+                    f"step {step}: {exc}. The last good checkpoint (step {step - 1}) is kept in {rundir.checkpoints}."
+                ) from None
+            metrics = {"step": step, **metrics, "time_step": time.perf_counter() - t0}
+            rundir.append_metrics(metrics)
+            if step % config.checkpoint_every == 0 or step == config.steps:
+                save_checkpoint(rundir, trainer, step)
+            live = f"reward {metrics['reward']:.3f}  true {metrics['true_score']:.3f}"
+            progress.update(bar, completed=step, live=live)
+            if on_step is not None:
+                on_step(step, metrics)

@@ -1,0 +1,133 @@
+"""Generation engines: prompts in, sampled responses with their token log-probabilities out.
+
+Agents only see ``Rollout``; a vLLM engine can replace ``TransformersEngine`` without touching them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import ConfigError
+from .model import Policy
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Sampling settings."""
+
+    max_new_tokens: int = 72  # response length cap in tokens
+    temperature: float = 1.0  # sampling temperature (> 0)
+    top_p: float = 1.0  # nucleus sampling mass
+    batch_size: int = 256  # sequences per generate call
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ConfigError("max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        if not self.temperature > 0:
+            raise ConfigError("temperature", self.temperature, "a number > 0")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError("top_p", self.top_p, "a number in (0, 1]")
+
+
+@dataclass
+class Rollout:
+    """N sampled responses. Shapes: prompt_* (N, P) left-padded; response_* (N, R) right-padded.
+
+    ``logprobs`` are log π(token | prefix) of the sampled tokens under the sampling distribution
+    (logits / temperature), zero where ``response_mask`` is 0 (after the end-of-sequence token).
+    """
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    logprobs: torch.Tensor
+    texts: list[str]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _pad_right(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
+    return F.pad(t, (0, width - t.shape[1]), value=value)
+
+
+def _pad_left(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
+    return F.pad(t, (width - t.shape[1], 0), value=value)
+
+
+def response_mask(response_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """1 for every generated token up to and including the first EOS, 0 after it."""
+    is_eos = (response_ids == eos_id).int()
+    after_eos = (torch.cumsum(is_eos, dim=1) - is_eos) > 0
+    return (~after_eos).long()
+
+
+def cat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
+    """Concatenate rollouts, padding prompts on the left and responses on the right."""
+    p = max(r.prompt_ids.shape[1] for r in parts)
+    w = max(r.response_ids.shape[1] for r in parts)
+    return Rollout(
+        prompt_ids=torch.cat([_pad_left(r.prompt_ids, p, pad_id) for r in parts]),
+        prompt_mask=torch.cat([_pad_left(r.prompt_mask, p, 0) for r in parts]),
+        response_ids=torch.cat([_pad_right(r.response_ids, w, pad_id) for r in parts]),
+        response_mask=torch.cat([_pad_right(r.response_mask, w, 0) for r in parts]),
+        logprobs=torch.cat([_pad_right(r.logprobs, w, 0.0) for r in parts]),
+        texts=[t for r in parts for t in r.texts],
+    )
+
+
+class TransformersEngine:
+    """Batched sampling with transformers ``generate`` (KV cache), on the policy's device."""
+
+    def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
+        self.policy, self.config = policy, config
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str]) -> Rollout:
+        """Sample one response per prompt (repeat a prompt G times for a group)."""
+        tok = self.policy.tokenizer
+        parts = []
+        for start in range(0, len(prompts), self.config.batch_size):
+            chunk = [self.policy.format_prompt(p) for p in prompts[start : start + self.config.batch_size]]
+            enc = tok(chunk, return_tensors="pt", padding=True).to(self.policy.device)
+            out = self.policy.model.generate(
+                **enc, do_sample=True, temperature=self.config.temperature, top_p=self.config.top_p,
+                max_new_tokens=self.config.max_new_tokens, output_logits=True, return_dict_in_generate=True,
+                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, top_k=0,
+            )
+            ids = out.sequences[:, enc["input_ids"].shape[1] :]
+            logits = torch.stack(out.logits, dim=1).float() / self.config.temperature
+            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+            mask = response_mask(ids, tok.eos_token_id)
+            texts = [
+                tok.decode(row[: int(m.sum())], skip_special_tokens=True).strip() for row, m in zip(ids, mask)
+            ]
+            parts.append(Rollout(enc["input_ids"], enc["attention_mask"], ids, mask, logprobs * mask, texts))
+        return cat_rollouts(parts, tok.pad_token_id)
+
+
+def token_logprobs(
+    model: torch.nn.Module,
+    rollout: Rollout,
+    temperature: float = 1.0,
+    rows: slice | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """log π(token | prefix) of each response token under ``model`` (logits / temperature), (N, R).
+
+    Positions follow the attention mask, as in generation with left padding, so these match the
+    engine's ``logprobs`` for the same parameters.
+    """
+    rows = slice(None) if rows is None else rows
+    prompt_ids, prompt_mask = rollout.prompt_ids[rows], rollout.prompt_mask[rows]
+    response_ids, mask = rollout.response_ids[rows], rollout.response_mask[rows]
+    ids = torch.cat([prompt_ids, response_ids], dim=1)
+    attention = torch.cat([prompt_mask, mask], dim=1)
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
+    logits = logits[:, prompt_ids.shape[1] - 1 : -1].float() / temperature
+    return torch.log_softmax(logits, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)

@@ -1,0 +1,106 @@
+"""GRPO coefficients and loss recomputed by hand on tiny batches."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from setgrpo_bench.agents import grpo_coefficients, grpo_loss, group_coefficients
+from setgrpo_bench.errors import UnknownNameError
+
+
+def test_grpo_coefficients_by_hand():
+    r = np.array([0.2, 0.4, 0.9, 0.5])
+    mean, std = 0.5, math.sqrt(((0.3**2) + (0.1**2) + (0.4**2) + 0) / 3)
+    expected = (r - mean) / (std + 1e-4)
+    assert np.allclose(grpo_coefficients(r), expected)
+    assert np.isclose(grpo_coefficients(r).sum(), 0)
+
+
+def test_std_floor_limits_near_constant_groups():
+    r = np.array([0.70, 0.71, 0.70, 0.70])
+    a = grpo_coefficients(r, std_floor=0.05, eps=0.0)
+    assert np.allclose(a, (r - r.mean()) / 0.05)
+    assert np.abs(a).max() < 0.2
+
+
+@pytest.mark.parametrize("rewards", [[0.5, 0.5, 0.5], [1.0]])
+def test_zero_variance_and_single_response_give_zeros(rewards):
+    assert (grpo_coefficients(np.array(rewards)) == 0).all()
+
+
+def test_invalid_grades_are_left_out_of_the_group():
+    r = np.array([1.0, np.nan, 0.0, np.nan])
+    a = group_coefficients("grpo", r, std_floor=0.0)
+    assert a[1] == a[3] == 0
+    assert np.allclose(a[[0, 2]], grpo_coefficients(np.array([1.0, 0.0]), std_floor=0.0))
+    assert (group_coefficients("grpo", np.array([1.0, np.nan, np.nan])) == 0).all()
+    with pytest.raises(UnknownNameError, match="Did you mean 'grpo'"):
+        group_coefficients("grp", r)
+
+
+def _batch():
+    # two responses, three token slots; response 1 has two tokens
+    logprobs = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, 0.0]], requires_grad=True)
+    old = torch.tensor([[-1.5, -2.0, -0.2], [-0.5, -1.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    coef = torch.tensor([1.0, -2.0])
+    return logprobs, old, mask, coef
+
+
+def _per_token_by_hand(eps_low=0.2, eps_high=0.2):
+    # ratios: row 0: e^0.5=1.6487 (clipped to 1.2 since a>0), 1, e^-0.3=0.7408 (a>0: min keeps 0.7408)
+    # row 1: e^-0.5=0.6065 (a<0: min(ρa, clip(ρ)a) = min(-1.2131, -1.6) = -1.6 → clipped), 1
+    r0 = [min(math.exp(0.5), 1 + eps_high) * 1.0, 1.0, math.exp(-0.3)]
+    r1 = [max(math.exp(-0.5), 1 - eps_low) * -2.0, -2.0]
+    return [-x for x in r0], [-x for x in r1]
+
+
+def test_loss_normalisations_by_hand():
+    logprobs, old, mask, coef = _batch()
+    acc = torch.tensor([True, True])
+    row0, row1 = _per_token_by_hand()
+    grpo, _ = grpo_loss(logprobs, old, coef, mask, acc, loss_type="grpo")
+    assert grpo.item() == pytest.approx((sum(row0) / 3 + sum(row1) / 2) / 2, rel=1e-5)
+    dapo, _ = grpo_loss(logprobs, old, coef, mask, acc, loss_type="dapo")
+    assert dapo.item() == pytest.approx((sum(row0) + sum(row1)) / 5, rel=1e-5)
+    dr, _ = grpo_loss(logprobs, old, coef, mask, acc, loss_type="dr_grpo", max_new_tokens=4)
+    assert dr.item() == pytest.approx((sum(row0) + sum(row1)) / (2 * 4), rel=1e-5)
+
+
+def test_clipped_tokens_carry_no_gradient():
+    logprobs, old, mask, coef = _batch()
+    loss, stats = grpo_loss(logprobs, old, coef, mask, torch.tensor([True, True]))
+    loss.backward()
+    grad = logprobs.grad
+    assert grad[0, 0] == 0 and grad[1, 0] == 0  # both clipped branches
+    assert grad[0, 1] != 0 and grad[0, 2] != 0 and grad[1, 1] != 0
+    assert grad[1, 2] == 0  # padding
+    assert stats.clip_fraction == pytest.approx(2 / 5)
+
+
+def test_asymmetric_clip_and_no_clip():
+    logprobs, old, mask, coef = _batch()
+    acc = torch.tensor([True, False])
+    loss, _ = grpo_loss(logprobs, old, coef, mask, acc, epsilon_high=0.8)
+    assert loss.item() == pytest.approx(-(math.exp(0.5) + 1 + math.exp(-0.3)) / 3, rel=1e-5)
+    loss, _ = grpo_loss(logprobs, old, coef, mask, acc, clip=False)
+    assert loss.item() == pytest.approx(-(math.exp(0.5) + 1 + math.exp(-0.3)) / 3, rel=1e-5)
+
+
+def test_k3_kl_term():
+    logprobs, old, mask, coef = _batch()
+    ref = logprobs.detach() - 0.1
+    zero = torch.zeros(2)
+    loss, stats = grpo_loss(logprobs, old, zero, mask, torch.tensor([True, True]), beta=0.5, ref_logprobs=ref)
+    k3 = math.exp(-0.1) + 0.1 - 1
+    assert stats.kl == pytest.approx(k3, rel=1e-5) and loss.item() == pytest.approx(0.5 * k3, rel=1e-5)
+
+
+def test_no_accepted_response_gives_a_zero_loss():
+    logprobs, old, mask, coef = _batch()
+    loss, _ = grpo_loss(logprobs, old, coef, mask, torch.tensor([False, False]))
+    assert loss.item() == 0.0
+    loss.backward()
+    assert (logprobs.grad == 0).all()

@@ -1,0 +1,154 @@
+"""End-to-end runs on a test-sized policy built from scratch: artefacts, resume, determinism, errors."""
+
+import json
+
+import pytest
+
+from setgrpo_bench.agents import resolve_config
+from setgrpo_bench.cli import main
+from setgrpo_bench.errors import ConfigError, UnknownNameError
+from setgrpo_bench.harness import run
+from setgrpo_bench.harness.rundir import RunDirError
+from setgrpo_bench.policy.model import PolicyError, load_policy
+from setgrpo_bench.policy.tiny import TinyConfig, build_tiny
+
+SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per_benchmark=4,
+                   examples_per_instance=1, batch_size=8)
+OVERRIDES = dict(envs="MedicationGuide,UnitConversion", steps=3, groups_per_step=2, group_size=3,
+                 eval_instances=2, max_new_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def small_policy(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    import os
+
+    os.environ["SETGRPO_BENCH_CACHE"] = str(cache)
+    try:
+        return str(build_tiny(SMALL))
+    finally:
+        del os.environ["SETGRPO_BENCH_CACHE"]
+
+
+def _config(policy, **kw):
+    return resolve_config("grpo", {**OVERRIDES, "policy": policy, **kw})
+
+
+def _strip_times(records):
+    return [{k: v for k, v in r.items() if not k.startswith("time")} for r in records]
+
+
+def test_small_tiny_builds_deterministically(small_policy, tmp_path, monkeypatch):
+    monkeypatch.setenv("SETGRPO_BENCH_CACHE", str(tmp_path))
+    again = build_tiny(SMALL)
+    assert again != small_policy
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert (again / name).read_bytes() == (__import__("pathlib").Path(small_policy) / name).read_bytes()
+    policy = load_policy(again)
+    ids = policy.tokenizer("Zoë Ngô-Xiù")["input_ids"]
+    assert policy.tokenizer.decode(ids) == "Zoë Ngô-Xiù"  # byte-level BPE: unseen names round-trip
+
+
+def test_run_writes_every_artefact(small_policy, tmp_path):
+    out = tmp_path / "run"
+    result = run(_config(small_policy), out)
+    for name in ("config.json", "metrics.jsonl", "eval.json", "eval_initial.json", "curve.png"):
+        assert (out / name).is_file(), name
+    assert (out / "checkpoints" / "latest").read_text() == "step_000003"
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert {"reward", "true_score", "acceptance", "grader_calls", "time_update"} <= set(records[0])
+    saved = json.loads((out / "eval.json").read_text())
+    assert saved["final"]["per_env"].keys() == {"MedicationGuide", "UnitConversion"}
+    assert set(saved["final"]["domains"]) == {"health", "science"}
+    assert saved == json.loads(json.dumps(result))
+
+
+def test_same_seed_same_result_and_resume_equivalence(small_policy, tmp_path):
+    config = _config(small_policy)
+    full = run(config, tmp_path / "a")
+    again = run(config, tmp_path / "b")
+    assert again["final"] == full["final"] and again["initial"] == full["initial"]
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_two(step, metrics):
+        if step == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(config, tmp_path / "c", on_step=kill_after_two)
+    # a half-written metrics line from the kill is tolerated
+    with (tmp_path / "c" / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 3, "rew')
+    resumed = run(config, tmp_path / "c", resume=True)
+    assert resumed["final"] == full["final"]
+    a = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    c = [json.loads(x) for x in (tmp_path / "c" / "metrics.jsonl").read_text().splitlines()]
+    assert _strip_times(a) == _strip_times(c)
+
+
+def test_out_dir_with_another_run_is_refused(small_policy, tmp_path):
+    run(_config(small_policy, steps=1), tmp_path / "r")
+    with pytest.raises(RunDirError, match="already holds a run; pass --resume"):
+        run(_config(small_policy, steps=1), tmp_path / "r")
+    with pytest.raises(RunDirError, match="different config"):
+        run(_config(small_policy, steps=1, lr=1e-3), tmp_path / "r", resume=True)
+    run(_config(small_policy, steps=1, lr=1e-3), tmp_path / "r", overwrite=True)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(small_policy, tmp_path, monkeypatch):
+    from setgrpo_bench.agents import trainer as trainer_module
+    from setgrpo_bench.harness import TrainingStopped
+
+    real = trainer_module.grpo_loss
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        calls["n"] += 1
+        return (loss * float("nan") if calls["n"] >= 2 else loss), stats
+
+    monkeypatch.setattr(trainer_module, "grpo_loss", poisoned)
+    with pytest.raises(TrainingStopped, match=r"step 2: the loss is nan .*last good checkpoint \(step 1\)"):
+        run(_config(small_policy, group_size=4, groups_per_step=4), tmp_path / "nan")
+    assert (tmp_path / "nan" / "checkpoints" / "latest").read_text() == "step_000001"
+
+
+@pytest.mark.parametrize(
+    "overrides, error, match",
+    [
+        ({"group_size": 1}, ConfigError, "group_size=1 is not allowed.*at least 2 responses"),
+        ({"lr": "fast"}, ConfigError, "lr='fast' is not allowed: expected a float"),
+        ({"steps": "2.5"}, ConfigError, "steps='2.5' is not allowed: expected a int"),
+        ({"rule": "grpoo"}, UnknownNameError, "Did you mean 'grpo'"),
+        ({"envs": "MedicationGuid"}, UnknownNameError, "Did you mean 'MedicationGuide'"),
+    ],
+)
+def test_bad_config_values(small_policy, tmp_path, overrides, error, match):
+    with pytest.raises(error, match=match):
+        config = _config(small_policy, **overrides)
+        run(config, tmp_path / "x")
+
+
+def test_unknown_agent_and_bad_policy_paths(tmp_path):
+    with pytest.raises(UnknownNameError, match="unknown agent 'grpp'. Did you mean 'grpo'"):
+        resolve_config("grpp")
+    with pytest.raises(PolicyError, match="is not a model folder"):
+        load_policy(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(PolicyError, match="is not a causal LM"):
+        load_policy(tmp_path)
+
+
+def test_cli_run_and_errors(small_policy, tmp_path, capsys):
+    args = ["run", "--agent", "grpo", "--policy", small_policy, "--out", str(tmp_path / "cli"), "--steps", "1",
+            "--groups-per-step", "2", "--group-size", "2", "--eval-instances", "1", "--max-new-tokens", "8",
+            "--envs", "UnitConversion"]
+    assert main(args) == 0
+    assert (tmp_path / "cli" / "eval.json").is_file()
+    assert main(args) == 2
+    assert "already holds a run" in capsys.readouterr().out
+    assert main(["run", "--group-size", "one", "--out", str(tmp_path / "y")]) == 2
+    assert "group_size='one' is not allowed" in capsys.readouterr().out
