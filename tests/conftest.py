@@ -4,6 +4,11 @@ from scipy.stats import binom
 
 import setgrpo_bench  # noqa: F401  (registers the built-in environments)
 from setgrpo_bench.envs import load_env_benchmark, registered_env_ids
+from setgrpo_bench.policy.tiny import CACHE_ENV, TinyConfig, build_tiny
+
+# a test-sized embedded policy, built from scratch by the same code as the real one
+SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per_benchmark=4,
+                   examples_per_instance=1, batch_size=8)
 
 
 def binomial_ok(k: int, n: int, p: float, alpha: float = 1e-4) -> bool:
@@ -25,3 +30,14 @@ def rng() -> np.random.Generator:
 @pytest.fixture(scope="session")
 def medication():
     return load_env_benchmark("MedicationGuide")
+
+
+@pytest.fixture(scope="session")
+def small_policy(tmp_path_factory) -> str:
+    """Folder of a test-sized tiny policy (built once per session in a private cache)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("cache")))
+    try:
+        return str(build_tiny(SMALL))
+    finally:
+        mp.undo()

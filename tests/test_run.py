@@ -10,24 +10,12 @@ from setgrpo_bench.errors import ConfigError, UnknownNameError
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.rundir import RunDirError
 from setgrpo_bench.policy.model import PolicyError, load_policy
-from setgrpo_bench.policy.tiny import TinyConfig, build_tiny
+from setgrpo_bench.policy.tiny import build_tiny
 
-SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per_benchmark=4,
-                   examples_per_instance=1, batch_size=8)
+from conftest import SMALL
+
 OVERRIDES = dict(envs="MedicationGuide,UnitConversion", steps=3, groups_per_step=2, group_size=3,
                  eval_instances=2, max_new_tokens=12)
-
-
-@pytest.fixture(scope="module")
-def small_policy(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    import os
-
-    os.environ["SETGRPO_BENCH_CACHE"] = str(cache)
-    try:
-        return str(build_tiny(SMALL))
-    finally:
-        del os.environ["SETGRPO_BENCH_CACHE"]
 
 
 def _config(policy, **kw):

@@ -97,7 +97,8 @@ class Trainer:
         if self.reference is not None:
             with torch.no_grad():
                 ref = token_logprobs(self.reference, rollout, c.temperature)
-        model.train()
+        # The model stays in eval mode: dropout would make log π_θ differ from the sampling policy's
+        # log-probabilities even before any update, biasing the ratio (TRL disables it likewise).
         for _ in range(c.mu):
             logprobs = token_logprobs(model, rollout, c.temperature)
             loss, stats = grpo_loss(
@@ -111,8 +112,10 @@ class Trainer:
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), c.max_grad_norm)
             self.optimizer.step()
-        model.eval()
-        return {"loss": loss.item(), "clip_fraction": stats.clip_fraction, "kl": stats.kl, "grad_norm": float(grad_norm)}
+        return {
+            "loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
+            "kl": stats.kl, "grad_norm": float(grad_norm),
+        }
 
     def step(self) -> dict[str, Any]:
         """One training step; returns its metrics."""

@@ -39,13 +39,14 @@ class TinyConfig:
     n_layer: int = 4  # transformer blocks
     n_head: int = 4  # attention heads
     n_positions: int = 256  # context length (prompt ≈ 55 + response ≤ 96 tokens)
-    instances_per_benchmark: int = 300  # train-split prompts per benchmark in the corpus
-    examples_per_instance: int = 2  # example responses per prompt (random quality)
-    min_quality: float = 0.0  # lowest quality of example responses (0: from poor to excellent)
+    dropout: float = 0.0  # one pass over the corpus does not overfit; RL needs a dropout-free policy
+    instances_per_benchmark: int = 600  # train-split prompts per benchmark in the corpus
+    examples_per_instance: int = 1  # example responses per prompt (random quality)
+    min_quality: float = 0.3  # lowest quality of example responses; below it the model learns mostly noise
     prompt_loss: bool = False  # also learn to predict prompt tokens (more signal per sequence)
     epochs: int = 1  # passes over the corpus
-    batch_size: int = 32  # sequences per optimiser step
-    lr: float = 3e-3  # peak AdamW learning rate (linear warm-up, cosine decay)
+    batch_size: int = 16  # sequences per optimiser step (more steps beat bigger batches at this budget)
+    lr: float = 3e-3  # peak AdamW learning rate (one-cycle schedule)
     seed: int = 0  # seeds the corpus draw, the initialisation and the batch order
 
 
@@ -170,7 +171,8 @@ def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False) -> Pat
         progress.update(prep, total=1, completed=1)
         model = GPT2LMHeadModel(GPT2Config(
             vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd,
-            n_layer=config.n_layer, n_head=config.n_head, bos_token_id=tokenizer.eos_token_id,
+            n_layer=config.n_layer, n_head=config.n_head, resid_pdrop=config.dropout, embd_pdrop=config.dropout,
+            attn_pdrop=config.dropout, bos_token_id=tokenizer.eos_token_id,
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         ))
         _train(model, examples, config, progress)

@@ -1,0 +1,48 @@
+"""Time of one GRPO training step on the embedded tiny policy, split into rollout, grading and update.
+
+Run: ``pytest benchmarks/test_step_speed.py --benchmark-only``. Builds the tiny policy on first use.
+The default batch shape (16 prompts × 8 responses, 72 new tokens) is measured; each phase is a
+separate benchmark, so their ratios come from one run on one machine.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from setgrpo_bench.agents import Trainer, resolve_config
+from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.policy import load_policy
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    config = resolve_config("grpo", {"noise": "realistic"})
+    torch.manual_seed(0)
+    trainer = Trainer(config, load_policy("tiny"), make_envs(config), np.random.default_rng(0))
+    trainer.step()  # warm up: cold processes are several times slower
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def batch(trainer):
+    return trainer.sample_batch()
+
+
+def test_rollout(benchmark, trainer, batch):
+    prompts = [trainer.envs[0].benchmark.instance("train", i).prompt_text for i in range(16) for _ in range(8)]
+    benchmark.pedantic(trainer.engine.generate, args=(prompts,), rounds=3, warmup_rounds=1)
+
+
+def test_grading(benchmark, trainer, batch):
+    def grade():
+        env = trainer.envs[0]
+        env.reset(options={"index": 0})
+        for b in range(16):
+            env.grade_group(batch.rollout.texts[b * 8 : (b + 1) * 8])
+
+    benchmark.pedantic(grade, rounds=5, warmup_rounds=1)
+
+
+def test_update(benchmark, trainer, batch):
+    coef, accepted, _ = trainer.coefficients(batch)
+    benchmark.pedantic(trainer.optimise, args=(batch.rollout, coef, accepted), rounds=3, warmup_rounds=1)
