@@ -15,8 +15,12 @@ from typing import Any
 from ..catalog import catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
 from ..tasks.yamlio import line_of, load_yaml
+from ..graders.reference import parse_reference
 from .coefficients import COEFFICIENT_RULES
+from .geometry import parse_geometry
 from .objective import LOSS_TYPES
+
+SELECTORS = ("none", "setgrpo")
 
 
 def _f(default: Any, help: str) -> Any:
@@ -51,6 +55,23 @@ class TrainConfig:
     temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation")
     top_p: float = _f(1.0, "nucleus sampling mass")
     max_new_tokens: int = _f(72, "response length cap in tokens")
+    selector: str = _f("none", "'none' (the rule's coefficients train as they are) or 'setgrpo' (DESIGN §8)")
+    alpha_a: float = _f(0.1, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C")
+    delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)")
+    alpha: float = _f(0.1, "SetGRPO (c): risk level α of the conditional direction-reversal risk")
+    delta: float = _f(0.1, "SetGRPO (c): Learn-then-Test confidence δ")
+    audit_fraction: float = _f(0.25, "SetGRPO: share of each step's groups also graded by the reference grader")
+    window: int = _f(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)")
+    warmup_groups: int = _f(64, "SetGRPO: groups of the initial policy audited before the first update")
+    reference: str = _f("consensus:5", "reference grader for audits: 'consensus:K' or 'profile:NAME'")
+    geometry: str = _f("full", "K from per-response gradients: full, last:N (blocks), sketch:D, identity")
+    calibrate: bool = _f(True, "SetGRPO (a): calibrate q on D1 (False: q = fixed_q, the no-calib ablation)")
+    fixed_q: float = _f(1.0, "q used when calibrate is False")
+    recovery: bool = _f(True, "SetGRPO (b): execute c(λ*) (False: execute â, score by certified radius ratio)")
+    gate: bool = _f(True, "SetGRPO (c): gate by the LTT threshold (False: accept every certifiable group)")
+    grid_start: float = _f(0.10, "SetGRPO (c): strictest acceptance fraction of the threshold grid")
+    grid_step: float = _f(0.05, "SetGRPO (c): acceptance step of the grid (10%, 15%, …, 100%)")
+    spread_floor: float = _f(0.01, "SetGRPO (a): floor of the judge spread in the scales σ")
     eval_instances: int = _f(64, "eval-split instances per env (0: the whole split)")
     checkpoint_every: int = _f(1, "steps between checkpoints (resume restarts from the last one)")
 
@@ -71,6 +92,17 @@ class TrainConfig:
             ("eval_instances", self.eval_instances >= 0, "an integer >= 0", ""),
             ("checkpoint_every", self.checkpoint_every >= 1, "an integer >= 1", ""),
             ("std_floor", self.std_floor >= 0, "a number >= 0", ""),
+            ("alpha_a", 0 < self.alpha_a < 1, "a number in (0, 1)", ""),
+            ("delta_a", 0 <= self.delta_a < 1, "a number in [0, 1)", "0 selects plain split conformal."),
+            ("alpha", 0 < self.alpha < 1, "a number in (0, 1)", ""),
+            ("delta", 0 < self.delta < 1, "a number in (0, 1)", ""),
+            ("audit_fraction", 0 <= self.audit_fraction <= 1, "a number in [0, 1]", ""),
+            ("window", self.window >= 4, "an integer >= 4", "D1 and D2 each need calibration groups."),
+            ("warmup_groups", self.warmup_groups >= 0, "an integer >= 0", ""),
+            ("fixed_q", self.fixed_q >= 0, "a number >= 0", ""),
+            ("grid_start", 0 < self.grid_start <= 1, "a number in (0, 1]", ""),
+            ("grid_step", 0 < self.grid_step <= 1, "a number in (0, 1]", ""),
+            ("spread_floor", self.spread_floor > 0, "a number > 0", "σ must be positive."),
         ]
         for name, ok, allowed, fix in checks:
             value = getattr(self, name)
@@ -80,6 +112,18 @@ class TrainConfig:
             raise UnknownNameError("coefficient rule", self.rule, COEFFICIENT_RULES)
         if self.loss_type not in LOSS_TYPES:
             raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
+        if self.selector not in SELECTORS:
+            raise UnknownNameError("selector", self.selector, SELECTORS)
+        if self.selector == "setgrpo":
+            if self.oracle:
+                raise ConfigError("oracle", True, "False with selector 'setgrpo'",
+                                  "The oracle trains on true scores; it has nothing to calibrate.")
+            if self.rule != "grpo":
+                raise ConfigError("rule", self.rule, "'grpo' with selector 'setgrpo'", "SetGRPO's â are GRPO coefficients.")
+            if self.warmup_groups == 0 and self.audit_fraction == 0:
+                raise ConfigError("audit_fraction", 0, "> 0 or warmup_groups > 0", "SetGRPO needs calibration groups.")
+            parse_geometry(self.geometry)
+            parse_reference(self.reference)
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError("device", self.device, "'cpu', 'cuda' or 'cuda:N'")
 
@@ -125,20 +169,36 @@ def preset_paths() -> dict[str, Path]:
     return {path.stem: path for path in catalog_files("agents", "*.yaml")}
 
 
-def load_preset(name: str) -> dict[str, Any]:
-    """The fields set by preset ``name`` (``agents/<name>.yaml`` in the catalog search path)."""
+def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields set by preset ``name`` (``agents/<name>.yaml`` in the catalog search path).
+
+    ``extends: OTHER`` starts from preset OTHER's fields, so an ablation states only what it changes.
+    """
     paths = preset_paths()
     if name not in paths:
         raise UnknownNameError("agent", name, paths)
-    data, lines = load_yaml(paths[name])
+    path = paths[name]
+    data, lines = load_yaml(path)
     if not isinstance(data, Mapping):
-        raise SpecError("expected a mapping of config fields", file=str(paths[name]), line=1)
-    out = {"agent": name}
-    for key, value in data.items():
+        raise SpecError("expected a mapping of config fields", file=str(path), line=1)
+    out: dict[str, Any] = {}
+    if "extends" in data:
+        base = str(data["extends"])
+        if base in (*_seen, name):
+            raise SpecError(f"presets extend each other in a cycle: {' -> '.join((*_seen, name, base))}",
+                            file=str(path), line=line_of(lines, "extends"), field="extends")
         try:
-            out[key] = coerce(key, value, source=str(paths[name]))
+            out.update(load_preset(base, (*_seen, name)))
+        except UnknownNameError as exc:
+            raise SpecError(str(exc), file=str(path), line=line_of(lines, "extends"), field="extends") from None
+    out["agent"] = name
+    for key, value in data.items():
+        if key == "extends":
+            continue
+        try:
+            out[key] = coerce(key, value, source=str(path))
         except (ConfigError, UnknownNameError) as exc:
-            raise SpecError(str(exc), file=str(paths[name]), line=line_of(lines, key), field=key) from None
+            raise SpecError(str(exc), file=str(path), line=line_of(lines, key), field=key) from None
     return out
 
 

@@ -1,22 +1,28 @@
-"""One training step of any agent: sample groups, grade them, turn rewards into coefficients with the
-agent's rule, and optimise the shared GRPO objective for μ passes (DESIGN §7)."""
+"""One training step of any agent: sample groups, grade them, let the agent turn them into
+coefficients and an accept mask, and optimise the shared GRPO objective for μ passes (DESIGN §7)."""
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..envs.rubric_env import RubricEnv
+from ..graders.reference import make_reference
 from ..policy.engine import GenerationConfig, Rollout, TransformersEngine, token_logprobs
 from ..policy.model import Policy
-from .coefficients import group_coefficients
+from .base import Agent, Groups, RuleAgent
 from .config import TrainConfig
+from .diagnostics import true_score_diagnostics
+from .geometry import GradientGeometry
 from .objective import grpo_loss
+from .setgrpo import Auditor, SetGRPOAgent, SetGRPOParams
+
+AUDIT_STREAM = 7  # seeds the auditor's own random stream: audits never shift the training noise
 
 
 class NonFiniteLossError(RuntimeError):
@@ -25,20 +31,31 @@ class NonFiniteLossError(RuntimeError):
 
 @dataclass
 class Batch:
-    """B groups of G responses: the rollout, what the agent may use (observed rewards, judge
-    spreads) and, kept apart for the harness, the true scores."""
+    """One step's groups as the agent sees them, plus what only the harness may see (true scores)."""
 
-    rollout: Rollout
-    env_indices: list[int]
-    task_ids: list[str]
-    rewards: np.ndarray  # (B, G) observed judge scores, NaN where the judge failed
-    spreads: np.ndarray  # (B, G) judge's own score spread estimates
+    groups: Groups
     judge_calls: int
-    true_scores: np.ndarray  # (B, G) for diagnostics only; never passed to a coefficient rule
+    true_scores: np.ndarray  # (B, G) for diagnostics only; never part of ``groups``
+
+    @property
+    def rollout(self) -> Rollout:
+        return self.groups.rollout
+
+
+def build_agent(config: TrainConfig, policy: Policy, envs: list[RubricEnv]) -> Agent:
+    """The agent of ``config``: a coefficient rule, or SetGRPO around the GRPO rule."""
+    if config.selector == "none":
+        return RuleAgent(config.rule, std_floor=config.std_floor)
+    geometry = GradientGeometry(policy.model, config.geometry, temperature=config.temperature,
+                                loss_type=config.loss_type, max_new_tokens=config.max_new_tokens)
+    auditor = Auditor([make_reference(config.reference, env.grader) for env in envs],
+                      np.random.default_rng([config.seed, AUDIT_STREAM]))
+    params = SetGRPOParams(**{f.name: getattr(config, f.name) for f in fields(SetGRPOParams)})
+    return SetGRPOAgent(params, lambda groups, b, valid: geometry.gram(groups.rollout, groups.rows(b)[valid]), auditor)
 
 
 class Trainer:
-    """Holds the policy, optimiser and (when β > 0) a frozen reference model."""
+    """Holds the policy, the agent, the optimiser and (when β > 0) a frozen reference model."""
 
     def __init__(self, config: TrainConfig, policy: Policy, envs: list[RubricEnv], rng: np.random.Generator) -> None:
         self.config, self.policy, self.envs, self.rng = config, policy, envs, rng
@@ -49,21 +66,24 @@ class Trainer:
         self.reference = None
         if config.beta > 0:
             self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
+        self.agent = build_agent(config, policy, envs)
+        self.warmed_up = False
 
-    def sample_batch(self) -> Batch:
+    def sample_batch(self, n_groups: int | None = None) -> Batch:
         """Draw B tasks from the mixture of train splits, sample G responses each, grade each group."""
         c = self.config
-        picks = [(int(self.rng.integers(len(self.envs))), None) for _ in range(c.groups_per_step)]
+        n_groups = n_groups or c.groups_per_step
+        env_indices = [int(self.rng.integers(len(self.envs))) for _ in range(n_groups)]
         tasks = []
-        for k, (e, _) in enumerate(picks):
+        for e in env_indices:
             env = self.envs[e]
             env.reset(options={"index": int(self.rng.integers(env.benchmark.size("train"))), "split": "train"})
             tasks.append(env.task)
         rollout = self.engine.generate([t.prompt_text for t in tasks for _ in range(c.group_size)])
-        rewards = np.empty((c.groups_per_step, c.group_size))
+        rewards = np.empty((n_groups, c.group_size))
         spreads, true = np.empty_like(rewards), np.empty_like(rewards)
         calls = 0
-        for b, ((e, _), task) in enumerate(zip(picks, tasks)):
+        for b, (e, task) in enumerate(zip(env_indices, tasks)):
             env = self.envs[e]
             env.task = task
             grades = env.grade_group(rollout.texts[b * c.group_size : (b + 1) * c.group_size])
@@ -71,17 +91,8 @@ class Trainer:
             spreads[b] = [g.spread for g in grades]
             true[b] = [g.true_score for g in grades]
             calls += sum(g.judge_calls for g in grades)
-        return Batch(rollout, [e for e, _ in picks], [t.id for t in tasks], rewards, spreads, calls, true)
-
-    def coefficients(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        """Per-response coefficients (B·G,) and accept mask from the agent's rule. The oracle agent
-        alone uses the true scores."""
-        c = self.config
-        rewards = batch.true_scores if c.oracle else batch.rewards
-        coef = np.stack([group_coefficients(c.rule, r, std_floor=c.std_floor) for r in rewards])
-        group_used = np.abs(coef).sum(axis=1) > 0
-        accepted = np.repeat(group_used, c.group_size) & (coef.reshape(-1) != 0)
-        return coef.reshape(-1), accepted, {"accepted_groups": float(group_used.mean())}
+        observed = true if c.oracle else rewards  # the oracle baseline alone trains on true scores
+        return Batch(Groups(rollout, tasks, env_indices, observed, spreads), calls, true)
 
     def optimise(self, rollout: Rollout, coefficients: np.ndarray, accepted: np.ndarray) -> dict[str, float]:
         """μ passes of the GRPO objective on the batch."""
@@ -91,7 +102,7 @@ class Trainer:
         coef = torch.tensor(coefficients, dtype=torch.float32, device=device)
         acc = torch.tensor(accepted, dtype=torch.bool, device=device)
         if not acc.any():
-            return {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
+            return {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0}
         old = rollout.logprobs
         ref = None
         if self.reference is not None:
@@ -118,29 +129,48 @@ class Trainer:
         }
 
     def step(self) -> dict[str, Any]:
-        """One training step; returns its metrics."""
+        """One training step; returns its metrics. The first step of an agent that calibrates
+        starts with its warm-up audit of initial-policy groups."""
         t0 = time.perf_counter()
-        batch = self.sample_batch()
+        warmup_calls = 0
+        if not self.warmed_up and self.agent.warmup_groups:
+            warm = self.sample_batch(self.agent.warmup_groups)
+            warmup_calls = warm.judge_calls + self.agent.warm_up(warm.groups)
+        self.warmed_up = True
         t1 = time.perf_counter()
-        coef, accepted, rule_stats = self.coefficients(batch)
+        batch = self.sample_batch()
         t2 = time.perf_counter()
-        opt_stats = self.optimise(batch.rollout, coef, accepted)
+        decision = self.agent.decide(batch.groups)
         t3 = time.perf_counter()
+        opt_stats = self.optimise(batch.rollout, decision.coefficients.reshape(-1), decision.accepted.reshape(-1))
+        t4 = time.perf_counter()
         lengths = batch.rollout.response_mask.sum(1).float()
+        rewards = batch.groups.rewards
         return {
-            "reward": float(np.nanmean(batch.rewards)),
+            "reward": float(np.nanmean(rewards)),
             "true_score": float(batch.true_scores.mean()),
-            "invalid_rate": float(np.isnan(batch.rewards).mean()),
-            "coef_abs_mean": float(np.abs(coef).mean()),
-            "acceptance": float(accepted.mean()),
-            **rule_stats,
+            "invalid_rate": float(np.isnan(rewards).mean()),
+            "coef_abs_mean": float(np.abs(decision.coefficients).mean()),
+            "acceptance": float(decision.accepted.mean()),
+            **decision.stats,
+            **true_score_diagnostics(decision.records, batch.true_scores, std_floor=self.config.std_floor),
             **opt_stats,
             "response_tokens": float(lengths.mean()),
-            "grader_calls": batch.judge_calls,
-            "time_rollout_grade": t1 - t0,
-            "time_coefficients": t2 - t1,
-            "time_update": t3 - t2,
+            "grader_calls": batch.judge_calls + decision.grader_calls + warmup_calls,
+            "audit_calls": decision.grader_calls + warmup_calls,
+            "time_warmup": t1 - t0,
+            "time_rollout_grade": t2 - t1,
+            "time_coefficients": t3 - t2,
+            "time_update": t4 - t3,
         }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Agent state and warm-up flag, for checkpoints."""
+        return {"agent": self.agent.state_dict(), "warmed_up": self.warmed_up}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.warmed_up = bool(state["warmed_up"])
 
 
 def _to(rollout: Rollout, device: torch.device) -> Rollout:

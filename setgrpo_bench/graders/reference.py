@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from ..tasks.model import TaskInstance
 from ..tasks.scoring import rubric_score
 from .grade import Grade
+from .noise import load_profile
 from .rubric_grader import RubricGrader, make_grader
 
 
@@ -48,14 +49,22 @@ class ConsensusReference:
         return out
 
 
+def parse_reference(spec: str) -> tuple[str, str]:
+    """Validate ``consensus:K`` (K ≥ 1) or ``profile:NAME`` (a profile in the catalog) → (kind, arg)."""
+    kind, _, arg = str(spec).partition(":")
+    if kind == "consensus":
+        if not (arg or "5").isdigit() or int(arg or 5) < 1:
+            raise ConfigError("reference", spec, "'consensus:K' with an integer K >= 1")
+        return kind, arg or "5"
+    if kind == "profile" and arg:
+        load_profile(arg)
+        return kind, arg
+    raise ConfigError("reference", spec, "'consensus:K' or 'profile:NAME'")
+
+
 def make_reference(spec: str, grader: RubricGrader) -> ConsensusReference | RubricGrader:
     """``consensus:K`` (K-repeat consensus of ``grader``) or ``profile:NAME`` (a less noisy judge)."""
-    kind, _, arg = spec.partition(":")
+    kind, arg = parse_reference(spec)
     if kind == "consensus":
-        try:
-            return ConsensusReference(grader, int(arg or 5))
-        except ValueError:
-            raise ConfigError("reference", spec, "'consensus:K' with an integer K") from None
-    if kind == "profile" and arg:
-        return make_grader(arg, score_rule=grader.score_rule)
-    raise ConfigError("reference", spec, "'consensus:K' or 'profile:NAME'")
+        return ConsensusReference(grader, int(arg))
+    return make_grader(arg, score_rule=grader.score_rule)

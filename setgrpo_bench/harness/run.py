@@ -61,6 +61,7 @@ def _state(trainer: Trainer, step: int) -> dict[str, Any]:
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "numpy_rng": trainer.rng.bit_generator.state,
         "env_rngs": [env.np_random.bit_generator.state for env in trainer.envs],
+        "trainer": trainer.state_dict(),
     }
 
 
@@ -84,6 +85,7 @@ def load_checkpoint(folder: Path, trainer: Trainer) -> int:
     trainer.rng.bit_generator.state = state["numpy_rng"]
     for env, env_state in zip(trainer.envs, state["env_rngs"]):
         env.np_random.bit_generator.state = env_state
+    trainer.load_state_dict(state["trainer"])
     return int(state["step"])
 
 

@@ -1,0 +1,107 @@
+"""What an agent sees of a step and what it decides (DESIGN §7).
+
+An agent turns one step's groups into per-response training coefficients and an accept mask; the
+shared GRPO objective does the rest. ``Groups`` holds only test-time information (observed judge
+scores and the judge's own spreads): the true rubric score is not part of it, so no agent can train
+on it (the oracle baseline is handed true scores *as* its rewards, and is flagged as such).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..policy.engine import Rollout
+from ..tasks.model import TaskInstance
+from .coefficients import group_coefficients
+
+
+@dataclass
+class Groups:
+    """B groups of G responses: the rollout (group b is rows b·G … b·G + G − 1) and its grades."""
+
+    rollout: Rollout
+    tasks: list[TaskInstance]
+    env_indices: list[int]
+    rewards: np.ndarray  # (B, G) observed judge scores, NaN where the judge failed
+    spreads: np.ndarray  # (B, G) the judge's own standard-deviation estimate of each score
+
+    @property
+    def n_groups(self) -> int:
+        return self.rewards.shape[0]
+
+    @property
+    def group_size(self) -> int:
+        return self.rewards.shape[1]
+
+    def rows(self, b: int) -> np.ndarray:
+        """Rollout rows of group b."""
+        return np.arange(b * self.group_size, (b + 1) * self.group_size)
+
+
+@dataclass
+class GroupRecord:
+    """How a set-valued agent treated one non-constant group, for diagnostics (shapes (G_valid,))."""
+
+    index: int  # the group's position in the step
+    valid: np.ndarray  # (G,) bool, responses with a valid grade
+    a_hat: np.ndarray
+    sigma: np.ndarray  # per-response scales σ
+    rho: np.ndarray  # radii q·σ of the set C
+    gram: np.ndarray  # (G_valid, G_valid)
+    executed: np.ndarray
+    score: float
+    certifiable: bool
+    accepted: bool
+    a_ref: np.ndarray | None = None  # reference coefficients when the group was audited
+
+
+@dataclass
+class Decision:
+    """Per-response coefficients (B, G) and accept mask (B, G); statistics for ``metrics.jsonl``."""
+
+    coefficients: np.ndarray
+    accepted: np.ndarray
+    stats: dict[str, float] = field(default_factory=dict)
+    records: list[GroupRecord] = field(default_factory=list)
+    grader_calls: int = 0  # judge calls spent by the agent itself (audits)
+
+
+class Agent(ABC):
+    """Base class. Stateful agents (SetGRPO's calibration window) save and restore their state."""
+
+    warmup_groups: int = 0  # groups to audit from the initial policy before the first update
+
+    @abstractmethod
+    def decide(self, groups: Groups) -> Decision:
+        """Coefficients and accept mask for one step's groups."""
+
+    def warm_up(self, groups: Groups) -> int:
+        """Use groups of the initial policy for calibration only; returns the judge calls spent."""
+        return 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+
+class RuleAgent(Agent):
+    """A coefficient rule applied group by group (GRPO and the rule-based baselines).
+
+    Invalid grades get coefficient 0 and are left out; a group whose coefficients are all zero
+    (constant rewards) contributes nothing.
+    """
+
+    def __init__(self, rule: str, **params: float) -> None:
+        self.rule, self.params = rule, params
+
+    def decide(self, groups: Groups) -> Decision:
+        coef = np.stack([group_coefficients(self.rule, r, **self.params) for r in groups.rewards])
+        used = np.abs(coef).sum(axis=1) > 0
+        accepted = used[:, None] & ~np.isnan(groups.rewards)
+        return Decision(coef, accepted, {"accepted_groups": float(used.mean())})
