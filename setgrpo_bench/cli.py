@@ -64,35 +64,76 @@ def _envs_validate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace):
     from .agents.config import FIELDS, resolve_config
-    from .harness import run
 
     overrides = {name: getattr(args, name) for name in FIELDS if name != "agent" and getattr(args, name) is not None}
-    if args.suite:
+    if getattr(args, "suite", None):
         overrides["envs"] = args.suite
-    config = resolve_config(args.agent, overrides)
+    return resolve_config(args.agent, overrides)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .harness import run
+
+    config = _config(args)
     out = args.out or f"runs/{config.agent}-seed{config.seed}"
     run(config, out, resume=args.resume, overwrite=args.overwrite, console=console)
     console.print(f"run directory: {out}")
     return 0
 
 
-def _add_run_parser(commands: argparse._SubParsersAction) -> None:
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    from .harness.diagnose import diagnose
+
+    config = _config(args)
+    out = args.out or f"runs/diagnose-{config.agent}-seed{config.seed}"
+    diagnose(config, n_groups=args.groups, alphas_a=args.alphas_a, alphas=args.alphas, repeats=args.repeats,
+             out=out, console=console)
+    console.print(f"diagnostics: {out}/diagnose.json, {out}/diagnose.png")
+    return 0
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
     from .agents.config import FIELDS
 
+    overrides = parser.add_argument_group("overrides of the preset (any config field)")
+    for name, f in FIELDS.items():
+        if name != "agent":
+            overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
+                                   help=f"{f.metadata['help']} (default {f.default!r})")
+
+
+def _add_run_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("run", help="train an agent and evaluate it on held-out instances")
     parser.add_argument("--agent", default="grpo", help="agent preset (agents/<name>.yaml)")
     parser.add_argument("--suite", choices=["builtin"], help="train and evaluate on the whole built-in suite")
     parser.add_argument("--out", help="run directory (default runs/<agent>-seed<seed>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace the run in --out")
-    overrides = parser.add_argument_group("overrides of the preset (any config field)")
-    for name, f in FIELDS.items():
-        if name != "agent":
-            overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
-                                   help=f"{f.metadata['help']} (default {f.default!r})")
+    _add_overrides(parser)
     parser.set_defaults(func=_run)
+
+
+def _add_diagnose_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("diagnose", help="measure SetGRPO's coverage and risk on sampled groups, no training")
+    parser.add_argument("--agent", default="setgrpo", help="a SetGRPO preset (agents/<name>.yaml)")
+    parser.add_argument("--groups", type=int, default=192, help="non-constant groups to sample and audit")
+    parser.add_argument("--alphas-a", type=_floats, default=[0.05, 0.1, 0.2, 0.3, 0.4, 0.5],
+                        help="miscoverage levels α_a of the coverage curve")
+    parser.add_argument("--alphas", type=_floats, default=[0.05, 0.1, 0.15, 0.2, 0.3],
+                        help="risk levels α of the risk curve")
+    parser.add_argument("--repeats", type=int, default=200, help="random splits per level")
+    parser.add_argument("--out", help="output folder (default runs/diagnose-<agent>-seed<seed>)")
+    _add_overrides(parser)
+    parser.set_defaults(func=_diagnose)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("paths", nargs="+", help="benchmark.yaml files or their folders")
     validate.set_defaults(func=_envs_validate)
     _add_run_parser(commands)
+    _add_diagnose_parser(commands)
     return parser
 
 

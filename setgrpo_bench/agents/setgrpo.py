@@ -34,9 +34,9 @@ GramFn = Callable[[Groups, int, np.ndarray], np.ndarray]
 class SetGRPOParams:
     """The knobs of DESIGN §8 (see ``TrainConfig`` for their documentation)."""
 
-    alpha_a: float = 0.1
+    alpha_a: float = 0.5
     delta_a: float = 0.0
-    alpha: float = 0.1
+    alpha: float = 0.2
     delta: float = 0.1
     audit_fraction: float = 0.25
     window: int = 128
@@ -109,7 +109,7 @@ class SetGRPOAgent(Agent):
         return sm.ltt_threshold(grid, scores, events, alpha=p.alpha, delta=p.delta)
 
     # ---------------------------------------------------------------- per group
-    def _observed(self, groups: Groups, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def observe(self, groups: Groups, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(valid mask, â, σ) of group b, or None when it is constant (excluded everywhere)."""
         p = self.params
         rewards = groups.rewards[b]
@@ -121,7 +121,7 @@ class SetGRPOAgent(Agent):
                                    spread_floor=p.spread_floor)
         return valid, a_hat, sigma
 
-    def _audit(self, groups: Groups, b: int, valid: np.ndarray) -> tuple[np.ndarray | None, int]:
+    def audit(self, groups: Groups, b: int, valid: np.ndarray) -> tuple[np.ndarray | None, int]:
         rows = groups.rows(b)
         texts = [groups.rollout.texts[i] for i in rows]
         reference, calls = self.auditor.rewards(groups.env_indices[b], groups.tasks[b], texts)
@@ -145,7 +145,7 @@ class SetGRPOAgent(Agent):
         coef = np.zeros_like(groups.rewards)
         accepted = np.zeros(groups.rewards.shape, dtype=bool)
         records: list[GroupRecord] = []
-        observed = {b: o for b in range(groups.n_groups) if (o := self._observed(groups, b)) is not None}
+        observed = {b: o for b in range(groups.n_groups) if (o := self.observe(groups, b)) is not None}
         audited = self._audit_choice(sorted(observed), groups.n_groups)
         calls = 0
         for b, (valid, a_hat, sigma) in observed.items():
@@ -158,7 +158,7 @@ class SetGRPOAgent(Agent):
                 accepted[b] = valid
             a_ref = None
             if b in audited:
-                a_ref, spent = self._audit(groups, b, valid)
+                a_ref, spent = self.audit(groups, b, valid)
                 calls += spent
             records.append(GroupRecord(b, valid, a_hat, sigma, rho, gram, d.coefficients, d.score, d.certifiable,
                                        take, a_ref))
@@ -171,11 +171,11 @@ class SetGRPOAgent(Agent):
         """Audit every non-constant group of an initial-policy batch into the window (step 0)."""
         calls = 0
         for b in range(groups.n_groups):
-            observed = self._observed(groups, b)
+            observed = self.observe(groups, b)
             if observed is None:
                 continue
             valid, a_hat, sigma = observed
-            a_ref, spent = self._audit(groups, b, valid)
+            a_ref, spent = self.audit(groups, b, valid)
             calls += spent
             if a_ref is not None:
                 self._remember(a_hat, a_ref, sigma, self.gram(groups, b, valid))

@@ -1,0 +1,213 @@
+"""``diagnose``: SetGRPO's promises measured on groups sampled from a policy, without training (DESIGN §9).
+
+Groups are sampled once (observed grades, reference audits, true scores, K from the policy); then,
+over repeated random splits of them:
+  coverage   P(a ∈ C) on held-out groups vs 1 − α_a, for a = a* (reference) and a = a_true;
+  risk       realised P(E = 1 | accepted) on held-out groups vs α, after LTT on a D2 split;
+  violation  share of splits whose held-out risk (w.r.t. the reference) exceeds α, vs δ.
+Held-out rates carry their own sampling noise, so the violation share slightly overstates the
+LTT failure rate; Clopper–Pearson bars are those of one split's held-out count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+from scipy.stats import beta as beta_dist  # noqa: E402
+
+from ..agents import setgrpo_math as sm  # noqa: E402
+from ..agents.coefficients import group_coefficients  # noqa: E402
+from ..agents.config import TrainConfig  # noqa: E402
+from ..agents.setgrpo import SetGRPOAgent  # noqa: E402
+from ..agents.trainer import Trainer  # noqa: E402
+from ..errors import ConfigError  # noqa: E402
+from ..policy.model import load_policy  # noqa: E402
+from .rundir import write_json  # noqa: E402
+from .run import make_envs  # noqa: E402
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    """One audited group: observed â, reference a*, true a_true, scales σ, Gram K."""
+
+    a_hat: np.ndarray
+    a_ref: np.ndarray
+    a_true: np.ndarray
+    sigma: np.ndarray
+    gram: np.ndarray
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact binomial confidence interval for k successes in n trials."""
+    tail = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta_dist.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(beta_dist.ppf(1 - tail, k + 1, n - k))
+    return low, high
+
+
+def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
+    """Sample, grade, audit and measure ``n_groups`` groups from the config's policy (non-constant only)."""
+    torch.manual_seed(config.seed)
+    trainer = Trainer(config, load_policy(config.policy, config.device), make_envs(config), np.random.default_rng(config.seed))
+    agent = trainer.agent
+    if not isinstance(agent, SetGRPOAgent):
+        raise ConfigError("agent", config.agent, "a SetGRPO preset (selector: setgrpo)", "Try --agent setgrpo.")
+    samples: list[GroupSample] = []
+    while len(samples) < n_groups:
+        batch = trainer.sample_batch()
+        groups = batch.groups
+        for b in range(groups.n_groups):
+            observed = agent.observe(groups, b)
+            if observed is None or len(samples) >= n_groups:
+                continue
+            valid, a_hat, sigma = observed
+            a_ref, _ = agent.audit(groups, b, valid)
+            if a_ref is None:
+                continue
+            a_true = group_coefficients("grpo", batch.true_scores[b][valid], std_floor=config.std_floor)
+            samples.append(GroupSample(a_hat, a_ref, a_true, sigma, agent.gram(groups, b, valid)))
+    return samples
+
+
+def _quantile(samples: Sequence[GroupSample], alpha_a: float, delta_a: float) -> float:
+    scores = np.array([sm.conformal_score(s.a_hat, s.a_ref, s.sigma) for s in samples])
+    return sm.conformal_quantile(scores, alpha_a, delta_a=delta_a or None)
+
+
+def coverage_curve(samples: Sequence[GroupSample], alphas_a: Sequence[float], *, repeats: int, seed: int,
+                   delta_a: float = 0.0) -> list[dict[str, float]]:
+    """Mean held-out coverage of C (calibrated on a random half) for each α_a."""
+    rng = np.random.default_rng(seed)
+    n = len(samples)
+    rows = []
+    for alpha_a in alphas_a:
+        ref, true = [], []
+        for _ in range(repeats):
+            order = rng.permutation(n)
+            d1, test = [samples[i] for i in order[: n // 2]], [samples[i] for i in order[n // 2 :]]
+            q = _quantile(d1, alpha_a, delta_a)
+            ref.append(np.mean([sm.in_set(s.a_ref, s.a_hat, q * s.sigma) for s in test]))
+            true.append(np.mean([sm.in_set(s.a_true, s.a_hat, q * s.sigma) for s in test]))
+        n_test = n - n // 2
+        rows.append({
+            "alpha_a": alpha_a, "nominal": 1 - alpha_a, "n_test": n_test,
+            "coverage_ref": float(np.mean(ref)), "coverage_true": float(np.mean(true)),
+            "coverage_ref_ci": clopper_pearson(round(np.mean(ref) * n_test), n_test),
+            "coverage_true_ci": clopper_pearson(round(np.mean(true) * n_test), n_test),
+        })
+    return rows
+
+
+def risk_curve(samples: Sequence[GroupSample], alphas: Sequence[float], *, alpha_a: float, delta: float,
+               repeats: int, seed: int, recovery: bool = True, delta_a: float = 0.0) -> list[dict[str, float]]:
+    """Held-out conditional reversal risk of accepted groups after LTT, and the LTT violation share."""
+    rng = np.random.default_rng(seed)
+    n = len(samples)
+    rows = []
+    for alpha in alphas:
+        risk_ref, risk_true, accepted, violations = [], [], [], 0
+        for _ in range(repeats):
+            order = rng.permutation(n)
+            d1, d2, test = ([samples[i] for i in part] for part in np.array_split(order, 3))
+            q = _quantile(d1, alpha_a, delta_a)
+            decide = lambda s: sm.decide_group(s.gram, s.a_hat, q * s.sigma, recovery=recovery)  # noqa: E731
+            grid = sm.threshold_grid(np.array([d.score for s in d1 if (d := decide(s)).certifiable]),
+                                     sm.acceptance_levels())
+            d2_decisions = [decide(s) for s in d2]
+            tau = sm.ltt_threshold(
+                grid, np.array([d.score if d.certifiable else -math.inf for d in d2_decisions]),
+                np.array([sm.reversal(d.coefficients, s.gram, s.a_ref) for d, s in zip(d2_decisions, d2)]),
+                alpha=alpha, delta=delta,
+            )
+            kept = [(d, s) for s in test if (d := decide(s)).certifiable and d.score >= tau]
+            accepted.append(len(kept) / len(test))
+            if kept:
+                r = float(np.mean([sm.reversal(d.coefficients, s.gram, s.a_ref) for d, s in kept]))
+                risk_ref.append(r)
+                risk_true.append(float(np.mean([sm.reversal(d.coefficients, s.gram, s.a_true) for d, s in kept])))
+                violations += r > alpha
+        rows.append({
+            "alpha": alpha, "delta": delta, "acceptance": float(np.mean(accepted)),
+            "risk_ref": float(np.mean(risk_ref)) if risk_ref else math.nan,
+            "risk_true": float(np.mean(risk_true)) if risk_true else math.nan,
+            "violation_rate": violations / repeats,
+            "violation_ci": clopper_pearson(violations, repeats),
+        })
+    return rows
+
+
+def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
+    """Coverage vs 1 − α_a and risk vs α, with the identity line and Clopper–Pearson bars."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    cov = result["coverage"]
+    nominal = [r["nominal"] for r in cov]
+    for key, label in (("coverage_ref", "w.r.t. reference a*"), ("coverage_true", "w.r.t. true a")):
+        values = np.array([r[key] for r in cov])
+        ci = np.array([r[f"{key}_ci"] for r in cov])
+        left.errorbar(nominal, values, yerr=[values - ci[:, 0], ci[:, 1] - values], fmt="o-", capsize=3, label=label)
+    left.plot([0, 1], [0, 1], "k--", lw=1, label="nominal")
+    left.set(xlabel="1 − α_a", ylabel="held-out coverage of C", title="(a) joint coefficient set", xlim=(0.4, 1), ylim=(0, 1))
+    left.legend(fontsize=8)
+    risk = result["risk"]
+    alphas = [r["alpha"] for r in risk]
+    right.plot(alphas, [r["risk_ref"] for r in risk], "o-", label="risk w.r.t. reference")
+    right.plot(alphas, [r["risk_true"] for r in risk], "s-", label="risk w.r.t. true score")
+    right.plot(alphas, [r["acceptance"] for r in risk], "^:", label="acceptance")
+    right.plot(alphas, [r["violation_rate"] for r in risk], "x-", label="LTT violation share (vs δ)")
+    right.axhline(risk[0]["delta"], color="grey", lw=0.8, ls=":")
+    right.plot([0, max(alphas)], [0, max(alphas)], "k--", lw=1, label="risk = α")
+    right.set(xlabel="α", ylabel="rate", title="(c) risk-gated selection", ylim=(0, 1))
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], alphas: Sequence[float],
+             repeats: int, out: str | Path, console: Console | None = None) -> dict[str, Any]:
+    """Sample groups, measure coverage and risk curves, write ``diagnose.json`` and ``diagnose.png``."""
+    if n_groups < 12:
+        raise ConfigError("groups", n_groups, "an integer >= 12", "Each of the three splits needs groups.")
+    console = console or Console()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with console.status(f"sampling {n_groups} audited groups from {config.policy}"):
+        samples = sample_groups(config, n_groups)
+    result = {
+        "agent": config.agent, "policy": config.policy, "noise": config.noise, "reference": config.reference,
+        "groups": len(samples), "repeats": repeats, "alpha_a": config.alpha_a, "delta": config.delta,
+        "coverage": coverage_curve(samples, alphas_a, repeats=repeats, seed=config.seed, delta_a=config.delta_a),
+        "risk": risk_curve(samples, alphas, alpha_a=config.alpha_a, delta=config.delta, repeats=repeats,
+                           seed=config.seed, recovery=config.recovery, delta_a=config.delta_a),
+    }
+    write_json(out / "diagnose.json", result)
+    plot_diagnostics(result, out / "diagnose.png")
+    console.print(_tables(result))
+    return result
+
+
+def _tables(result: dict[str, Any]) -> Table:
+    table = Table(title=f"{result['agent']} on {result['groups']} groups ({result['noise']} judge, "
+                        f"reference {result['reference']}, {result['repeats']} splits)")
+    for column in ("level", "nominal", "reference", "true score", "acceptance", "LTT violations"):
+        table.add_column(column, justify="right")
+    for r in result["coverage"]:
+        lo, hi = r["coverage_ref_ci"]
+        table.add_row(f"α_a={r['alpha_a']:g}", f"cov ≥ {r['nominal']:.2f}", f"{r['coverage_ref']:.3f} [{lo:.2f}, {hi:.2f}]",
+                      f"{r['coverage_true']:.3f}", "", "")
+    for r in result["risk"]:
+        table.add_row(f"α={r['alpha']:g}", f"risk ≤ {r['alpha']:.2f}", f"{r['risk_ref']:.3f}", f"{r['risk_true']:.3f}",
+                      f"{r['acceptance']:.2f}", f"{r['violation_rate']:.3f} (δ={r['delta']:g})")
+    return table

@@ -1,0 +1,260 @@
+"""SetGRPO on real and synthetic groups: geometry from the live policy, the calibration window, the
+ablations (each changes only its module), and the wall between true scores and updates."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from setgrpo_bench.agents import Groups, Trainer, resolve_config
+from setgrpo_bench.agents import setgrpo_math as sm
+from setgrpo_bench.agents.geometry import GradientGeometry, parse_geometry, sequence_weights
+from setgrpo_bench.agents.setgrpo import SetGRPOAgent, SetGRPOParams
+from setgrpo_bench.errors import ConfigError
+from setgrpo_bench.graders import RubricGrader
+from setgrpo_bench.harness import run
+from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
+from setgrpo_bench.policy.engine import token_logprobs
+
+
+@pytest.fixture(scope="module")
+def policy(small_policy):
+    return load_policy(small_policy)
+
+
+@pytest.fixture(scope="module")
+def group_rollout(policy, medication):
+    torch.manual_seed(0)
+    engine = TransformersEngine(policy, GenerationConfig(max_new_tokens=16))
+    return engine.generate([medication.instance("train", 0).prompt_text] * 6)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+def test_vmap_gram_equals_a_loop_of_single_backward_passes(policy, group_rollout, loss_type):
+    geometry = GradientGeometry(policy.model, "full", temperature=1.0, loss_type=loss_type, max_new_tokens=16)
+    K = geometry.gram(group_rollout, range(6))
+    weights = sequence_weights(group_rollout.response_mask, loss_type, 16)
+    phis = []
+    for i in range(6):
+        policy.model.zero_grad(set_to_none=True)
+        logprobs = token_logprobs(policy.model, group_rollout, 1.0, rows=torch.tensor([i]))
+        (weights[i] * (logprobs * group_rollout.response_mask[[i]]).sum()).backward()
+        phis.append(torch.cat([p.grad.reshape(-1) for p in policy.model.parameters()]).double())
+    policy.model.zero_grad(set_to_none=True)
+    loop = torch.stack(phis)
+    expected = (loop @ loop.T).numpy()
+    assert np.abs(K - expected).max() <= 1e-5 * np.abs(expected).max()
+    assert np.all(np.linalg.eigvalsh(K) >= -1e-9 * np.trace(K))
+
+
+def test_parameter_subsets_sketch_and_identity(policy, group_rollout):
+    full = GradientGeometry(policy.model, "full", temperature=1.0, loss_type="grpo", max_new_tokens=16)
+    last = GradientGeometry(policy.model, "last:1", temperature=1.0, loss_type="grpo", max_new_tokens=16)
+    assert set(last.names) < set(full.names) and all(".0." in n or "ln_f" in n for n in last.names)
+    sketch = GradientGeometry(policy.model, "sketch:64", temperature=1.0, loss_type="grpo", max_new_tokens=16)
+    K1, K2 = sketch.gram(group_rollout, range(6)), sketch.gram(group_rollout, range(6))
+    assert K1.shape == (6, 6) and np.array_equal(K1, K2)  # fixed seed: the same projection each time
+    identity = GradientGeometry(policy.model, "identity", temperature=1.0, loss_type="grpo", max_new_tokens=16)
+    assert np.array_equal(identity.gram(group_rollout, range(6)), np.eye(6))
+
+
+@pytest.mark.parametrize("spec", ["fulll", "last:0", "sketch:x", "last"])
+def test_bad_geometry_specs(spec):
+    with pytest.raises(ConfigError, match="geometry"):
+        parse_geometry(spec)
+
+
+class _Reference:
+    """Returns fixed reference rewards per group (keyed by task), counting calls."""
+
+    def __init__(self, table):
+        self.table, self.rng, self.calls = table, np.random.default_rng(0), 0
+
+    def rewards(self, env_index, task, responses):
+        self.calls += 1
+        return self.table[task], len(responses)
+
+
+def _groups(rewards, spreads=None):
+    B, G = rewards.shape
+    rollout = type("R", (), {"texts": [""] * (B * G)})()
+    spreads = np.full_like(rewards, 0.05) if spreads is None else spreads
+    return Groups(rollout, list(range(B)), [0] * B, rewards, spreads)
+
+
+def _agent(rng, *, n_calib=60, G=6, **changes):
+    """An agent with a window of ``n_calib`` audited synthetic groups, K from a fixed random factor."""
+    params = dataclasses.replace(SetGRPOParams(window=2 * n_calib, warmup_groups=n_calib, audit_fraction=0.5), **changes)
+    factors = {}
+
+    def gram(groups, b, valid):
+        key = groups.tasks[b]
+        factors.setdefault(key, rng.normal(size=(G, G)))
+        F = factors[key][valid][:, valid]
+        return F @ F.T
+
+    truth = rng.uniform(0, 1, size=(n_calib, G))
+    table = {b: truth[b] + rng.normal(scale=0.03, size=G) for b in range(n_calib)}
+    agent = SetGRPOAgent(params, gram, _Reference(table))
+    agent.warm_up(_groups(truth + rng.normal(scale=0.05, size=truth.shape)))
+    return agent, gram
+
+
+def test_warm_up_fills_disjoint_alternating_folds_and_audits_join_after_decisions():
+    agent, _ = _agent(np.random.default_rng(0))
+    assert len(agent.fold(0)) == len(agent.fold(1)) == 30
+    before = list(agent.window)
+    q, tau = agent.quantile(), agent.threshold(agent.quantile())
+    decision = agent.decide(_groups(np.random.default_rng(1).uniform(size=(8, 6))))
+    assert decision.stats["q"] == q and decision.stats["tau"] == tau  # decided with the old window
+    audited = [r for r in decision.records if r.a_ref is not None]
+    assert len(audited) == 4 and len(agent.window) == len(before) + 4
+    assert decision.grader_calls == 4 * 6
+
+
+def test_state_round_trip_resumes_the_same_decisions():
+    agent, gram = _agent(np.random.default_rng(0))
+    state = agent.state_dict()
+    groups = _groups(np.random.default_rng(2).uniform(size=(8, 6)))
+    first = agent.decide(groups)
+    clone = SetGRPOAgent(agent.params, gram, _Reference(agent.auditor.table))
+    clone.load_state_dict(state)
+    again = clone.decide(groups)
+    assert np.array_equal(first.coefficients, again.coefficients)
+    assert np.array_equal(first.accepted, again.accepted)
+
+
+def test_constant_groups_are_excluded_everywhere():
+    agent, _ = _agent(np.random.default_rng(0))
+    rewards = np.random.default_rng(3).uniform(size=(4, 6))
+    rewards[1] = 0.5
+    decision = agent.decide(_groups(rewards))
+    assert 1 not in [r.index for r in decision.records]
+    assert not decision.accepted[1].any() and not decision.coefficients[1].any()
+
+
+def test_each_ablation_changes_only_its_module():
+    rng_rewards = np.random.default_rng(4).uniform(size=(16, 6))
+    groups = _groups(rng_rewards)
+    base, _ = _agent(np.random.default_rng(0))
+    base_decision = base.decide(groups)
+
+    no_gate, _ = _agent(np.random.default_rng(0), gate=False)
+    d = no_gate.decide(groups)
+    assert all(r.accepted == r.certifiable for r in d.records)  # every certifiable group, no gate
+    assert [r.score for r in d.records] == [r.score for r in base_decision.records]  # same (a), (b)
+
+    no_recovery, _ = _agent(np.random.default_rng(0), recovery=False)
+    d = no_recovery.decide(groups)
+    assert all(np.array_equal(r.executed, r.a_hat) for r in d.records)
+    assert all(r.score == pytest.approx(sm.certified_radius_ratio(r.gram, r.a_hat, r.rho)) for r in d.records)
+    assert d.stats["q"] == base_decision.stats["q"]  # same (a)
+
+    no_calib, _ = _agent(np.random.default_rng(0), calibrate=False, fixed_q=0.7)
+    d = no_calib.decide(groups)
+    assert d.stats["q"] == 0.7
+    assert all(np.allclose(r.rho, 0.7 * r.sigma) for r in d.records)
+
+
+def test_too_few_calibration_groups_accept_nothing():
+    agent, _ = _agent(np.random.default_rng(0), n_calib=8, alpha_a=0.1)  # D1 of 4: k = ⌈5·0.9⌉ = 5 > 4 → q = ∞
+    decision = agent.decide(_groups(np.random.default_rng(5).uniform(size=(4, 6))))
+    assert decision.stats["q"] == math.inf and not decision.accepted.any()
+
+
+SMALL_RUN = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=4, group_size=4, eval_instances=2,
+                 max_new_tokens=12, warmup_groups=8, window=16, audit_fraction=0.5)
+
+
+def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy, tmp_path):
+    config = resolve_config("setgrpo", {**SMALL_RUN, "policy": small_policy})
+    full = run(config, tmp_path / "a")
+    metrics = [__import__("json").loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    for key in ("q", "tau", "uncertifiable", "coverage_ref", "coverage_true", "reversal_true", "audit_calls"):
+        assert key in metrics[0], key
+    assert metrics[0]["audit_calls"] > 0 and metrics[0]["grader_calls"] > metrics[0]["audit_calls"]
+
+    class Killed(Exception):
+        pass
+
+    def kill(step, _):
+        if step == 1:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(config, tmp_path / "b", on_step=kill)
+    resumed = run(config, tmp_path / "b", resume=True)
+    assert resumed["final"] == full["final"]
+
+
+@pytest.mark.parametrize("agent, oracle", [("grpo", False), ("setgrpo", False), ("grpo", True)])
+def test_true_scores_reach_the_update_only_for_the_oracle(small_policy, monkeypatch, agent, oracle):
+    """Two trainers with the same seed; in one, every grade's true score is replaced by noise.
+    Non-oracle agents must produce bit-identical parameters; the oracle must not."""
+    overrides = {**SMALL_RUN, "policy": small_policy, "oracle": oracle, "noise": "realistic"}
+    config = resolve_config(agent, overrides)
+
+    def trained():
+        torch.manual_seed(0)
+        trainer = Trainer(config, load_policy(small_policy), make_envs(config), np.random.default_rng(0))
+        trainer.step()
+        return torch.cat([p.detach().reshape(-1) for p in trainer.policy.model.parameters()])
+
+    honest = trained()
+    real = RubricGrader.grade_group
+    noise = np.random.default_rng(99)
+
+    def scrambled(self, task, responses, rng):
+        return [dataclasses.replace(g, true_score=float(noise.random())) for g in real(self, task, responses, rng)]
+
+    monkeypatch.setattr(RubricGrader, "grade_group", scrambled)
+    assert torch.equal(trained(), honest) != oracle
+
+
+def _synthetic_samples(rng, n, G=6, noise=0.3):
+    from setgrpo_bench.agents.coefficients import grpo_coefficients
+    from setgrpo_bench.harness.diagnose import GroupSample
+
+    out = []
+    for _ in range(n):
+        truth = rng.uniform(size=G)
+        observed, reference = truth + rng.normal(scale=noise * 0.1, size=G), truth + rng.normal(scale=0.01, size=G)
+        F = rng.normal(size=(G, G))
+        out.append(GroupSample(grpo_coefficients(observed), grpo_coefficients(reference), grpo_coefficients(truth),
+                               sm.response_scales(observed, np.full(G, 0.05)), F @ F.T))
+    return out
+
+
+def test_diagnostic_curves_on_exchangeable_groups():
+    from setgrpo_bench.harness.diagnose import clopper_pearson, coverage_curve, risk_curve
+
+    samples = _synthetic_samples(np.random.default_rng(0), 240)
+    coverage = coverage_curve(samples, [0.1, 0.3], repeats=100, seed=0)
+    for row in coverage:  # mean held-out coverage ≈ k/(n1+1) for exchangeable groups
+        k = sm.conformal_rank(120, row["alpha_a"])
+        assert abs(row["coverage_ref"] - k / 121) < 0.04
+    assert coverage[0]["coverage_ref"] > coverage[1]["coverage_ref"]
+    risk = risk_curve(samples, [0.1, 0.2], alpha_a=0.3, delta=0.1, repeats=60, seed=0)
+    for row in risk:
+        assert row["acceptance"] > 0 and row["violation_rate"] <= 0.25
+        assert row["risk_ref"] <= row["alpha"] + 0.05
+    low, high = clopper_pearson(5, 20)
+    assert low < 0.25 < high and clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
+
+
+def test_diagnose_cli_writes_json_and_plot(small_policy, tmp_path, capsys):
+    from setgrpo_bench.cli import main
+
+    args = ["diagnose", "--policy", small_policy, "--envs", "MedicationGuide,UnitConversion", "--groups", "24",
+            "--group-size", "4", "--groups-per-step", "8", "--max-new-tokens", "12", "--repeats", "5",
+            "--alphas-a", "0.2,0.5", "--alphas", "0.2", "--out", str(tmp_path / "d")]
+    assert main(args) == 0
+    result = __import__("json").loads((tmp_path / "d" / "diagnose.json").read_text())
+    assert result["groups"] == 24 and [r["alpha_a"] for r in result["coverage"]] == [0.2, 0.5]
+    assert (tmp_path / "d" / "diagnose.png").stat().st_size > 10_000
+    assert main(["diagnose", "--agent", "grpo", "--policy", small_policy, "--groups", "12",
+                 "--out", str(tmp_path / "e")]) == 2
+    assert "a SetGRPO preset" in capsys.readouterr().out

@@ -1,0 +1,222 @@
+"""SetGRPO's formulas checked again (DESIGN §8): brute force, LP, concavity, certificates, and the
+statistical guarantees by simulation with binomial tolerances."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog, minimize
+from scipy.stats import binom
+
+from setgrpo_bench.agents import setgrpo_math as sm
+from setgrpo_bench.agents.coefficients import grpo_coefficients
+from setgrpo_bench.errors import ConfigError
+
+from conftest import binomial_ok
+
+
+def _vertices(a_hat, rho):
+    """Every vertex of C = box ∩ {Σa = 0}: G − 1 coordinates at a bound, the last one solving Σa = 0."""
+    G, low, high, out = len(a_hat), a_hat - rho, a_hat + rho, []
+    for j in range(G):
+        others = [i for i in range(G) if i != j]
+        for bits in itertools.product((0, 1), repeat=G - 1):
+            a = np.empty(G)
+            a[others] = np.where(bits, high[others], low[others])
+            a[j] = -a[others].sum()
+            if low[j] - 1e-12 <= a[j] <= high[j] + 1e-12:
+                out.append(a)
+    return np.array(out)
+
+
+def _random_group(rng, rank=None):
+    G = int(rng.integers(4, 7))
+    F = rng.normal(size=(G, rank or int(rng.integers(1, G + 1))))
+    a_hat = rng.normal(size=G)
+    return F @ F.T, a_hat - a_hat.mean(), rng.uniform(0.05, 1.5, size=G)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_worst_case_alignment_equals_vertex_enumeration_and_lp(seed):
+    rng = np.random.default_rng(seed)
+    K, a_hat, rho = _random_group(rng, rank=1 if seed % 4 == 0 else None)  # rank-deficient K included
+    c = rng.normal(size=len(a_hat))
+    f = sm.worst_case_alignment(c, K, a_hat, rho)
+    assert f == pytest.approx((_vertices(a_hat, rho) @ K @ c).min(), abs=1e-10)
+    lp = linprog(K @ c, A_eq=np.ones((1, len(c))), b_eq=[0.0], bounds=list(zip(a_hat - rho, a_hat + rho)))
+    assert f == pytest.approx(lp.fun, abs=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_anchor_is_optimal_in_c_and_certifies_itself(seed):
+    rng = np.random.default_rng(100 + seed)
+    K, a_hat, rho = _random_group(rng, rank=2 if seed % 3 == 0 else None)
+    a0 = sm.anchor(K, a_hat, rho)
+    assert sm.in_set(a0, a_hat, rho)
+    energy = a0 @ K @ a0
+    # certificate: a0ᵀKa ≥ a0ᵀKa0 ≥ 0 for every vertex (hence every point) of C
+    assert (_vertices(a_hat, rho) @ K @ a0).min() >= energy - 1e-10
+    assert sm.worst_case_alignment(a0, K, a_hat, rho) >= -1e-10
+    reference = minimize(lambda a: a @ K @ a, a_hat, jac=lambda a: 2 * K @ a, method="SLSQP",
+                         bounds=list(zip(a_hat - rho, a_hat + rho)),
+                         constraints=[{"type": "eq", "fun": lambda a: a.sum()}], options={"ftol": 1e-15})
+    assert energy <= reference.fun + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_recovery_curve_is_concave_and_lambda_star_is_its_last_safe_point(seed):
+    rng = np.random.default_rng(200 + seed)
+    K, a_hat, rho = _random_group(rng)
+    a0 = sm.anchor(K, a_hat, rho)
+    lams = np.linspace(0, 1, 201)
+    f = np.array([sm.worst_case_alignment(a0 + lam * (a_hat - a0), K, a_hat, rho) for lam in lams])
+    assert np.all(np.diff(f, 2) <= 1e-9)
+    assert f[0] >= -1e-10
+    lam_star = sm.safe_recovery_ratio(K, a_hat, a0, rho)
+    assert np.all(f[lams <= lam_star] >= -1e-9)
+    if lam_star < 1:
+        after = sm.worst_case_alignment(a0 + min(lam_star + 1e-6, 1) * (a_hat - a0), K, a_hat, rho)
+        assert after < 0
+
+
+def test_zero_in_the_set_is_uncertifiable_and_small_sets_recover_fully():
+    K = np.eye(4)
+    a_hat = np.array([1.0, -1.0, 0.5, -0.5])
+    wide = sm.decide_group(K, a_hat, np.full(4, 2.0))
+    assert not wide.certifiable and wide.score == sm.UNCERTIFIABLE and not wide.coefficients.any()
+    tight = sm.decide_group(K, a_hat, np.full(4, 1e-3))
+    assert tight.certifiable and tight.score == 1.0 and np.allclose(tight.coefficients, a_hat)
+    assert not sm.decide_group(K, a_hat, np.full(4, math.inf)).certifiable
+
+
+def test_certified_radius_ratio_is_at_least_one_exactly_when_a_hat_is_safe():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        K, a_hat, rho = _random_group(rng)
+        safe = sm.worst_case_alignment(a_hat, K, a_hat, rho) >= 0
+        assert (sm.certified_radius_ratio(K, a_hat, rho) >= 1) == safe
+    no_recovery = sm.decide_group(K, a_hat, rho, recovery=False)
+    assert np.array_equal(no_recovery.coefficients, a_hat)
+
+
+def test_weighted_median_minimises_the_weighted_absolute_deviation():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        v, w = rng.normal(size=7), rng.uniform(0.1, 2, size=7)
+        mu = sm.weighted_median(v, w)
+        grid = np.linspace(v.min() - 1, v.max() + 1, 2001)
+        best = min(w @ np.abs(v - m) for m in grid)
+        assert w @ np.abs(v - mu) <= best + 1e-9
+
+
+def test_ranks_and_quantile_by_hand():
+    assert sm.conformal_rank(19, 0.1) == 18 and sm.conformal_rank(9, 0.1) == 9 and sm.conformal_rank(8, 0.1) == 9
+    assert sm.conformal_quantile(np.arange(8.0), 0.1) == math.inf  # k = 9 > n = 8
+    assert sm.conformal_quantile(np.array([3.0, 1.0, 2.0, 5.0, 4.0]), 0.5) == 3.0  # k = ⌈6·0.5⌉ = 3
+    n, alpha_a, delta_a = 50, 0.1, 0.1
+    k = sm.pac_rank(n, alpha_a, delta_a)
+    assert binom.cdf(k - 1, n, 1 - alpha_a) >= 1 - delta_a > binom.cdf(k - 2, n, 1 - alpha_a)
+    assert k > sm.conformal_rank(n, alpha_a)
+    with pytest.raises(ConfigError, match="alpha_a=1.5 is not allowed"):
+        sm.conformal_rank(10, 1.5)
+
+
+def _gaussian_groups(rng, reps, n, G=8):
+    truth = rng.normal(size=(reps, n, G))
+    observed = truth + rng.normal(scale=0.5, size=truth.shape)
+    reference = truth + rng.normal(scale=0.2, size=truth.shape)
+    return observed, reference, np.full(truth.shape, 0.5)
+
+
+def _rubric_groups(rng, reps, n, G=8, J=8, flip=0.15):
+    """Rubric-like rewards: J weighted criteria met with per-response probabilities, verdicts
+    flipped by the judge w.p. ``flip``; the reference is a 5-call majority of fresh flips."""
+    points = rng.integers(1, 4, size=J).astype(float)
+    truth = rng.random((reps, n, G, J)) < rng.uniform(0.2, 0.8, size=(reps, n, G, 1))
+    flips = lambda: rng.random(truth.shape) < flip  # noqa: E731
+    observed = (truth ^ flips()) @ points / points.sum()
+    votes = sum((truth ^ flips()).astype(int) for _ in range(5)) >= 3
+    reference = votes @ points / points.sum()
+    spread = np.sqrt((points / points.sum()) ** 2 @ np.full(J, flip * (1 - flip)))
+    return observed, reference, np.full(observed.shape, spread)
+
+
+@pytest.mark.parametrize("make", [_gaussian_groups, _rubric_groups])
+@pytest.mark.parametrize("n, alpha_a", [(19, 0.1), (39, 0.2), (59, 0.1)])
+def test_conformal_coverage_equals_k_over_n_plus_one(make, n, alpha_a):
+    """Coverage over repeated calibrations is exactly k/(n+1) for exchangeable, distinct scores."""
+    rng = np.random.default_rng(n)
+    reps = 1500
+    observed, reference, spreads = make(rng, reps, n + 1)
+    scores = np.empty((reps, n + 1))
+    for r in range(reps):
+        for j in range(n + 1):
+            a_hat, a_ref = grpo_coefficients(observed[r, j]), grpo_coefficients(reference[r, j])
+            sigma = sm.response_scales(observed[r, j], spreads[r, j])
+            scores[r, j] = sm.conformal_score(a_hat, a_ref, sigma)
+    q = np.array([sm.conformal_quantile(s[:n], alpha_a) for s in scores])
+    covered = int((scores[:, n] <= q).sum())
+    k = sm.conformal_rank(n, alpha_a)
+    assert binomial_ok(covered, reps, k / (n + 1))
+    assert k / (n + 1) >= 1 - alpha_a
+
+
+def test_pac_quantile_covers_with_probability_one_minus_delta():
+    """With uniform scores the coverage of q is q itself: P(q ≥ 1 − α_a) ≥ 1 − δ_a."""
+    rng = np.random.default_rng(11)
+    reps, n, alpha_a, delta_a = 4000, 60, 0.1, 0.1
+    q = np.array([sm.conformal_quantile(rng.random(n), alpha_a, delta_a=delta_a) for _ in range(reps)])
+    good = int((q >= 1 - alpha_a).sum())
+    k = sm.pac_rank(n, alpha_a, delta_a)
+    assert binomial_ok(good, reps, binom.cdf(k - 1, n, 1 - alpha_a))
+    plain = np.array([sm.conformal_quantile(rng.random(n), alpha_a) for _ in range(reps)])
+    assert (plain >= 1 - alpha_a).mean() < 1 - delta_a  # the plain quantile alone does not give PAC
+
+
+def test_binomial_p_value_uses_integer_counts():
+    assert sm.binomial_p_value(0, 30, 0.1) == pytest.approx(0.9**30)
+    assert sm.binomial_p_value(2, 30, 0.1) == pytest.approx(binom.cdf(2, 30, 0.1))
+    assert sm.binomial_p_value(0, 0, 0.1) == 1.0
+    with pytest.raises(ConfigError, match="integers"):
+        sm.binomial_p_value(0.5, 30, 0.1)
+    with pytest.raises(ConfigError, match="integers"):
+        sm.binomial_p_value(5, 3, 0.1)
+
+
+def test_threshold_grid_is_strict_to_permissive():
+    scores = np.arange(100.0)
+    grid = sm.threshold_grid(scores, sm.acceptance_levels())
+    assert np.all(np.diff(grid) < 0)
+    assert grid[0] == 90.0 and grid[-1] == 0.0  # accepts 10% … 100% of D1
+    assert len(sm.acceptance_levels()) == 19
+
+
+def test_ltt_walk_skips_untestable_points_and_stops_at_first_failure():
+    alpha, delta = 0.1, 0.1
+    assert sm.min_testable_count(alpha, delta) == pytest.approx(math.log(0.1) / math.log(0.9))
+    scores = np.arange(100.0)[::-1]  # scores 99 … 0
+    events = np.zeros(100, bool)
+    events[60:] = True  # reversals only among the 40 lowest scores
+    grid = np.array([95.0, 80.0, 60.0, 40.0, 20.0, 0.0])
+    tau = sm.ltt_threshold(grid, scores, events, alpha=alpha, delta=delta)
+    assert tau == 40.0  # m = 5 skipped (< 21.9); 80, 60, 40 pass with k = 0; 20 fails
+    assert sm.ltt_threshold(grid, scores, np.ones(100, bool), alpha=alpha, delta=delta) == math.inf
+
+
+def test_ltt_controls_the_conditional_risk_with_probability_one_minus_delta():
+    """Over 1000 calibrations, P(R(τ̂) > α) ≤ δ. Scores s ~ U(0, 1), reversal probability
+    p(s) = 0.4(1 − s), so R(τ) = E[p(s) | s ≥ τ] = 0.2(1 − τ)."""
+    rng = np.random.default_rng(5)
+    reps, n1, n2, alpha, delta = 1000, 100, 200, 0.1, 0.1
+    risk = lambda tau: 0.0 if tau == math.inf else 0.2 * (1 - max(tau, 0.0))  # noqa: E731
+    violations, accepted = 0, []
+    for _ in range(reps):
+        grid = sm.threshold_grid(rng.random(n1), sm.acceptance_levels())
+        s = rng.random(n2)
+        events = rng.random(n2) < 0.4 * (1 - s)
+        tau = sm.ltt_threshold(grid, s, events, alpha=alpha, delta=delta)
+        violations += risk(tau) > alpha
+        accepted.append(0.0 if tau == math.inf else 1 - tau)
+    assert violations <= binom.ppf(1 - 1e-4, reps, delta)
+    assert np.mean(accepted) > 0.1  # it does accept: the bound is not met by accepting nothing
