@@ -140,3 +140,34 @@ def test_cli_run_and_errors(small_policy, tmp_path, capsys):
     assert "already holds a run" in capsys.readouterr().out
     assert main(["run", "--group-size", "one", "--out", str(tmp_path / "y")]) == 2
     assert "group_size='one' is not allowed" in capsys.readouterr().out
+
+
+def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(small_policy, tmp_path):
+    """A real SIGKILL of a CLI run at an arbitrary point after step 2, then ``--resume``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = _config(small_policy, steps=5)
+    full = run(config, tmp_path / "full")
+    out = tmp_path / "killed"
+    args = [sys.executable, "-m", "setgrpo_bench", "run", "--agent", "grpo", "--policy", small_policy,
+            "--out", str(out), *(f"--{k.replace('_', '-')}={v}" for k, v in {**OVERRIDES, "steps": 5}.items())]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = out / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (out / "eval.json").exists()
+    resumed = run(config, out, resume=True)
+    assert resumed["final"] == full["final"]
+    a = [json.loads(x) for x in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in metrics.read_text().splitlines()]
+    assert _strip_times(a) == _strip_times(b)

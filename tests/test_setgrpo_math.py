@@ -220,3 +220,15 @@ def test_ltt_controls_the_conditional_risk_with_probability_one_minus_delta():
         accepted.append(0.0 if tau == math.inf else 1 - tau)
     assert violations <= binom.ppf(1 - 1e-4, reps, delta)
     assert np.mean(accepted) > 0.1  # it does accept: the bound is not met by accepting nothing
+
+
+def test_zero_radius_pins_coefficients_as_under_a_noise_free_judge():
+    rng = np.random.default_rng(8)
+    K, a_hat, rho = _random_group(rng)
+    exact = sm.decide_group(K, a_hat, np.zeros_like(rho))  # q = 0: C = {â}
+    assert exact.certifiable and exact.score == 1.0 and np.allclose(exact.coefficients, a_hat)
+    partly = rho.copy()
+    partly[:2] = 0.0
+    a0 = sm.anchor(K, a_hat, partly)
+    assert sm.in_set(a0, a_hat, partly) and np.allclose(a0[:2], a_hat[:2])
+    assert (_vertices(a_hat, partly) @ K @ a0).min() >= a0 @ K @ a0 - 1e-10

@@ -40,7 +40,7 @@ class SetGRPOParams:
     delta: float = 0.1
     audit_fraction: float = 0.25
     window: int = 128
-    warmup_groups: int = 64
+    warmup_groups: int = 48
     calibrate: bool = True
     fixed_q: float = 1.0
     recovery: bool = True

@@ -142,10 +142,15 @@ def anchor(K: np.ndarray, a_hat: np.ndarray, rho: np.ndarray) -> np.ndarray:
     a_hat, rho = np.asarray(a_hat, float), np.asarray(rho, float)
     G = a_hat.size
     low, high = a_hat - rho, a_hat + rho
+    free = rho > 0  # a zero radius pins a_i = â_i (q = 0 under a noise-free judge)
+    if not free.any():
+        return a_hat.copy()
     B = _psd_factor(K)
     weight = 1e4 * max(math.sqrt(max(np.trace(K), 0.0) / G), 1e-12)
     system = np.vstack([B, np.full((1, G), weight)])
-    a = lsq_linear(system, np.zeros(G + 1), bounds=(low, high), method="bvls", tol=1e-14).x
+    target = -system[:, ~free] @ a_hat[~free]
+    a = a_hat.copy()
+    a[free] = lsq_linear(system[:, free], target, bounds=(low[free], high[free]), method="bvls", tol=1e-14).x
     return _polish(K, a, low, high)
 
 
@@ -207,7 +212,7 @@ def is_certifiable(a0: np.ndarray, K: np.ndarray, *, rel: float = 1e-9) -> bool:
 
 
 def safe_recovery_ratio(
-    K: np.ndarray, a_hat: np.ndarray, a0: np.ndarray, rho: np.ndarray, *, iterations: int = 60
+    K: np.ndarray, a_hat: np.ndarray, a0: np.ndarray, rho: np.ndarray, *, iterations: int = 40
 ) -> float:
     """λ* = max{λ ∈ [0, 1] : f(a0 + λ(â − a0)) ≥ 0} (DESIGN §8b).
 

@@ -34,6 +34,7 @@ from ..agents.setgrpo import SetGRPOAgent  # noqa: E402
 from ..agents.trainer import Trainer  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
 from ..policy.model import load_policy  # noqa: E402
+from .allocator import keep_freed_memory  # noqa: E402
 from .rundir import write_json  # noqa: E402
 from .run import make_envs  # noqa: E402
 
@@ -181,6 +182,7 @@ def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], a
     if n_groups < 12:
         raise ConfigError("groups", n_groups, "an integer >= 12", "Each of the three splits needs groups.")
     console = console or Console()
+    keep_freed_memory()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with console.status(f"sampling {n_groups} audited groups from {config.policy}"):

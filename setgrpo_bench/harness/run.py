@@ -22,6 +22,7 @@ from ..envs import benchmark_paths, load_env_benchmark
 from ..envs.rubric_env import RubricEnv
 from ..errors import SetgrpoBenchError
 from ..policy.model import load_policy
+from .allocator import keep_freed_memory
 from .evaluate import evaluate
 from .report import plot_curves, summary_table
 from .rundir import RunDir, read_json, write_json
@@ -101,6 +102,7 @@ def run(
     """Train and evaluate; returns the content of ``eval.json``. ``on_step(step, metrics)`` is called
     after each step's metrics and checkpoint are on disk."""
     console = console or Console()
+    keep_freed_memory()
     rundir = RunDir(out)
     resumed = rundir.prepare(config.to_dict(), resume=resume, overwrite=overwrite)
     torch.manual_seed(config.seed)
