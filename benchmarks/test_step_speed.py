@@ -10,12 +10,15 @@ import pytest
 import torch
 
 from setgrpo_bench.agents import Trainer, resolve_config
+from setgrpo_bench.agents.geometry import GradientGeometry
+from setgrpo_bench.harness.allocator import keep_freed_memory
 from setgrpo_bench.harness.run import make_envs
 from setgrpo_bench.policy import load_policy
 
 
 @pytest.fixture(scope="module")
 def trainer():
+    keep_freed_memory()
     config = resolve_config("grpo", {"noise": "realistic"})
     torch.manual_seed(0)
     trainer = Trainer(config, load_policy("tiny"), make_envs(config), np.random.default_rng(0))
@@ -44,5 +47,14 @@ def test_grading(benchmark, trainer, batch):
 
 
 def test_update(benchmark, trainer, batch):
-    coef, accepted, _ = trainer.coefficients(batch)
-    benchmark.pedantic(trainer.optimise, args=(batch.rollout, coef, accepted), rounds=3, warmup_rounds=1)
+    decision = trainer.agent.decide(batch.groups)
+    args = (batch.rollout, decision.coefficients.reshape(-1), decision.accepted.reshape(-1))
+    benchmark.pedantic(trainer.optimise, args=args, rounds=3, warmup_rounds=1)
+
+
+def test_setgrpo_geometry(benchmark, trainer, batch):
+    """K of all 16 groups from per-response gradients (torch.func), SetGRPO's extra cost per step."""
+    geometry = GradientGeometry(trainer.policy.model, "full", temperature=1.0, loss_type="grpo", max_new_tokens=72)
+    groups = batch.groups
+    benchmark.pedantic(lambda: [geometry.gram(groups.rollout, groups.rows(b)) for b in range(groups.n_groups)],
+                       rounds=3, warmup_rounds=1)

@@ -117,13 +117,21 @@ def risk_curve(samples: Sequence[GroupSample], alphas: Sequence[float], *, alpha
     rng = np.random.default_rng(seed)
     n = len(samples)
     rows = []
+    cache: dict[tuple[int, float], sm.GroupDecision] = {}  # q is an order statistic: its values repeat
+
+    def decision(s: GroupSample, q: float) -> sm.GroupDecision:
+        key = (id(s), q)
+        if key not in cache:
+            cache[key] = sm.decide_group(s.gram, s.a_hat, q * s.sigma, recovery=recovery)
+        return cache[key]
+
     for alpha in alphas:
         risk_ref, risk_true, accepted, violations = [], [], [], 0
         for _ in range(repeats):
             order = rng.permutation(n)
             d1, d2, test = ([samples[i] for i in part] for part in np.array_split(order, 3))
             q = _quantile(d1, alpha_a, delta_a)
-            decide = lambda s: sm.decide_group(s.gram, s.a_hat, q * s.sigma, recovery=recovery)  # noqa: E731
+            decide = lambda s: decision(s, q)  # noqa: E731
             grid = sm.threshold_grid(np.array([d.score for s in d1 if (d := decide(s)).certifiable]),
                                      sm.acceptance_levels())
             d2_decisions = [decide(s) for s in d2]
