@@ -50,6 +50,7 @@ def test_run_writes_every_artefact(small_policy, tmp_path):
     assert saved["final"]["per_env"].keys() == {"MedicationGuide", "UnitConversion"}
     assert set(saved["final"]["domains"]) == {"health", "science"}
     assert saved == json.loads(json.dumps(result))
+    assert saved["diagnostics"] == {} and not (out / "setgrpo.png").exists()  # no set: no SetGRPO report
 
 
 def test_same_seed_same_result_and_resume_equivalence(small_policy, tmp_path):

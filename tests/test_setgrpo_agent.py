@@ -176,6 +176,9 @@ def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy
     for key in ("q", "tau", "uncertifiable", "coverage_ref", "coverage_true", "reversal_true", "audit_calls"):
         assert key in metrics[0], key
     assert metrics[0]["audit_calls"] > 0 and metrics[0]["grader_calls"] > metrics[0]["audit_calls"]
+    assert (tmp_path / "a" / "setgrpo.png").is_file()
+    assert full["audit_calls"] == sum(m["audit_calls"] for m in metrics)
+    assert set(full["diagnostics"]) >= {"q", "tau", "uncertifiable", "coverage_ref", "reversal_true"}
 
     class Killed(Exception):
         pass

@@ -28,6 +28,8 @@ class Groups:
     env_indices: list[int]
     rewards: np.ndarray  # (B, G) observed judge scores, NaN where the judge failed
     spreads: np.ndarray  # (B, G) the judge's own standard-deviation estimate of each score
+    verdicts: list[np.ndarray] | None = None  # per group (G, J) observed per-criterion verdicts
+    rates: list[tuple[np.ndarray, np.ndarray]] | None = None  # per group the judge's stated (fp, fn) per criterion
 
     @property
     def n_groups(self) -> int:
@@ -94,14 +96,32 @@ class RuleAgent(Agent):
     """A coefficient rule applied group by group (GRPO and the rule-based baselines).
 
     Invalid grades get coefficient 0 and are left out; a group whose coefficients are all zero
-    (constant rewards) contributes nothing.
+    (constant rewards) contributes nothing. Rules that work through the criteria (``s_grpo``,
+    ``noise_corrected``) get the judge's stated error rates and verdicts of each group.
     """
 
-    def __init__(self, rule: str, **params: float) -> None:
+    def __init__(self, rule: str, **params: Any) -> None:
         self.rule, self.params = rule, params
 
+    def _inputs(self, groups: Groups, b: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        if self.rule not in ("s_grpo", "noise_corrected"):
+            return {}, {}
+        if groups.rates is None or groups.verdicts is None:
+            raise ValueError(f"rule {self.rule!r} needs the judge's verdicts and stated error rates")
+        fp, fn = groups.rates[b]
+        points = groups.tasks[b].points
+        if self.rule == "s_grpo":
+            weights = np.abs(points) / np.abs(points).sum()
+            return {}, {"flip_rate": float(weights @ (0.5 * (fp + fn)))}
+        return {"verdicts": groups.verdicts[b]}, {"points": points, "false_positive": fp, "false_negative": fn}
+
     def decide(self, groups: Groups) -> Decision:
-        coef = np.stack([group_coefficients(self.rule, r, **self.params) for r in groups.rewards])
+        rows = []
+        for b, rewards in enumerate(groups.rewards):
+            per_response, extra = self._inputs(groups, b)
+            rows.append(group_coefficients(self.rule, rewards, per_response, **self.params, **extra))
+        coef = np.stack(rows)
+        kept = np.isfinite(coef) & ~np.isnan(groups.rewards)
+        coef = np.where(np.isfinite(coef), coef, 0.0)
         used = np.abs(coef).sum(axis=1) > 0
-        accepted = used[:, None] & ~np.isnan(groups.rewards)
-        return Decision(coef, accepted, {"accepted_groups": float(used.mean())})
+        return Decision(coef, used[:, None] & kept, {"accepted_groups": float(used.mean())})

@@ -55,6 +55,9 @@ class TrainConfig:
     temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation")
     top_p: float = _f(1.0, "nucleus sampling mass")
     max_new_tokens: int = _f(72, "response length cap in tokens")
+    judge_repeats: float = _f(1.0, "judge calls per response, averaged (GRPO-Kavg; fractional: met over the run)")
+    qae_quantile: float = _f(0.4, "QAE: quantile K of the group used as baseline")
+    qae_std: bool = _f(False, "QAE: also divide by the group std")
     selector: str = _f("none", "'none' (the rule's coefficients train as they are) or 'setgrpo' (DESIGN §8)")
     alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C")
     delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)")
@@ -92,6 +95,8 @@ class TrainConfig:
             ("eval_instances", self.eval_instances >= 0, "an integer >= 0", ""),
             ("checkpoint_every", self.checkpoint_every >= 1, "an integer >= 1", ""),
             ("std_floor", self.std_floor >= 0, "a number >= 0", ""),
+            ("judge_repeats", self.judge_repeats >= 1, "a number >= 1", ""),
+            ("qae_quantile", 0 <= self.qae_quantile <= 1, "a number in [0, 1]", ""),
             ("alpha_a", 0 < self.alpha_a < 1, "a number in (0, 1)", ""),
             ("delta_a", 0 <= self.delta_a < 1, "a number in [0, 1)", "0 selects plain split conformal."),
             ("alpha", 0 < self.alpha < 1, "a number in (0, 1)", ""),
@@ -200,6 +205,18 @@ def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         except (ConfigError, UnknownNameError) as exc:
             raise SpecError(str(exc), file=str(path), line=line_of(lines, key), field=key) from None
     return out
+
+
+def budget_matched_repeats(setgrpo: TrainConfig) -> float:
+    """K for GRPO-Kavg so that its judge calls match SetGRPO's over the same run: SetGRPO grades
+    steps·B groups for training, the warm-up batch once plus K_ref times (its audit), and
+    ⌈f·B⌉ audited groups per step K_ref times (K_ref = consensus size, 1 for a profile reference);
+    constant groups are not audited, so the measured ratio is slightly lower."""
+    kind, arg = parse_reference(setgrpo.reference)
+    k_ref = int(arg) if kind == "consensus" else 1
+    training = setgrpo.steps * setgrpo.groups_per_step
+    audits = setgrpo.warmup_groups * (1 + k_ref) + setgrpo.steps * math.ceil(setgrpo.audit_fraction * setgrpo.groups_per_step) * k_ref
+    return (training + audits) / training
 
 
 def resolve_config(agent: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:

@@ -45,7 +45,8 @@ class Batch:
 def build_agent(config: TrainConfig, policy: Policy, envs: list[RubricEnv]) -> Agent:
     """The agent of ``config``: a coefficient rule, or SetGRPO around the GRPO rule."""
     if config.selector == "none":
-        return RuleAgent(config.rule, std_floor=config.std_floor)
+        return RuleAgent(config.rule, std_floor=config.std_floor, qae_quantile=config.qae_quantile,
+                         qae_std=config.qae_std)
     geometry = GradientGeometry(policy.model, config.geometry, temperature=config.temperature,
                                 loss_type=config.loss_type, max_new_tokens=config.max_new_tokens)
     auditor = Auditor([make_reference(config.reference, env.grader) for env in envs],
@@ -68,9 +69,11 @@ class Trainer:
             self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
         self.agent = build_agent(config, policy, envs)
         self.warmed_up = False
+        self.groups_graded = 0
 
     def sample_batch(self, n_groups: int | None = None) -> Batch:
-        """Draw B tasks from the mixture of train splits, sample G responses each, grade each group."""
+        """Draw B tasks from the mixture of train splits, sample G responses each, grade each group
+        (``judge_repeats`` times on average, scores averaged over the valid draws)."""
         c = self.config
         n_groups = n_groups or c.groups_per_step
         env_indices = [int(self.rng.integers(len(self.envs))) for _ in range(n_groups)]
@@ -82,17 +85,29 @@ class Trainer:
         rollout = self.engine.generate([t.prompt_text for t in tasks for _ in range(c.group_size)])
         rewards = np.empty((n_groups, c.group_size))
         spreads, true = np.empty_like(rewards), np.empty_like(rewards)
-        calls = 0
+        verdicts, rates, calls = [], [], 0
         for b, (e, task) in enumerate(zip(env_indices, tasks)):
             env = self.envs[e]
             env.task = task
-            grades = env.grade_group(rollout.texts[b * c.group_size : (b + 1) * c.group_size])
-            rewards[b] = [g.score for g in grades]
-            spreads[b] = [g.spread for g in grades]
-            true[b] = [g.true_score for g in grades]
-            calls += sum(g.judge_calls for g in grades)
+            texts = rollout.texts[b * c.group_size : (b + 1) * c.group_size]
+            draws = [env.grade_group(texts) for _ in range(self._repeats())]
+            scores = np.array([[g.score for g in grades] for grades in draws])
+            counts = (~np.isnan(scores)).sum(axis=0)
+            rewards[b] = np.where(counts > 0, np.nansum(scores, axis=0) / np.maximum(counts, 1), np.nan)
+            spreads[b] = np.array([g.spread for g in draws[0]]) / np.sqrt(np.maximum(counts, 1))
+            true[b] = [g.true_score for g in draws[0]]
+            verdicts.append(np.stack([g.verdicts for g in draws[0]]))
+            rates.append(env.grader.profile.base_rates(task.categories))
+            calls += sum(g.judge_calls for grades in draws for g in grades)
         observed = true if c.oracle else rewards  # the oracle baseline alone trains on true scores
-        return Batch(Groups(rollout, tasks, env_indices, observed, spreads), calls, true)
+        return Batch(Groups(rollout, tasks, env_indices, observed, spreads, verdicts, rates), calls, true)
+
+    def _repeats(self) -> int:
+        """Judge calls for the next group: ⌊(g + 1)K⌋ − ⌊gK⌋ for the g-th group graded, so that a
+        fractional K = ``judge_repeats`` is met within one group over the run (GRPO-Kavg)."""
+        k, g = self.config.judge_repeats, self.groups_graded
+        self.groups_graded += 1
+        return int(np.floor((g + 1) * k + 1e-9) - np.floor(g * k + 1e-9))
 
     def optimise(self, rollout: Rollout, coefficients: np.ndarray, accepted: np.ndarray) -> dict[str, float]:
         """μ passes of the GRPO objective on the batch."""
@@ -165,12 +180,13 @@ class Trainer:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """Agent state and warm-up flag, for checkpoints."""
-        return {"agent": self.agent.state_dict(), "warmed_up": self.warmed_up}
+        """Agent state, warm-up flag and grading counter, for checkpoints."""
+        return {"agent": self.agent.state_dict(), "warmed_up": self.warmed_up, "groups_graded": self.groups_graded}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["agent"])
         self.warmed_up = bool(state["warmed_up"])
+        self.groups_graded = int(state["groups_graded"])
 
 
 def _to(rollout: Rollout, device: torch.device) -> Rollout:

@@ -35,6 +35,42 @@ def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Pat
     plt.close(fig)
 
 
+DIAGNOSTICS = ("q", "tau", "uncertifiable", "acceptance_nonconstant", "coverage_ref", "coverage_true", "reversal_ref",
+               "reversal_true", "retained_alignment")
+"""Per-step SetGRPO statistics summarised in ``eval.json`` (means over the steps where defined)."""
+
+
+def summarise_diagnostics(metrics: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean of each SetGRPO statistic over the steps where it is finite; empty for other agents."""
+    out = {}
+    for key in DIAGNOSTICS:
+        values = np.array([m[key] for m in metrics if key in m], dtype=float)
+        finite = values[np.isfinite(values)]
+        if values.size:
+            out[key] = float(finite.mean()) if finite.size else None
+    return out
+
+
+def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Per step: q, τ̂, acceptance and uncertifiable shares, coverage and reversal rates."""
+    steps = np.array([m["step"] for m in metrics])
+    series = lambda key: np.array([m.get(key, np.nan) for m in metrics], dtype=float)  # noqa: E731
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    top.plot(steps, series("q"), label="q (set radius multiplier)")
+    top.plot(steps, np.where(np.isfinite(series("tau")), series("tau"), np.nan), label="τ̂ (gate threshold)")
+    top.set(ylabel="value", title=title)
+    top.legend(fontsize=7)
+    for key, label in (("acceptance_nonconstant", "accepted share"), ("uncertifiable", "uncertifiable share"),
+                       ("coverage_ref", "coverage of C (reference)"), ("coverage_true", "coverage of C (true)"),
+                       ("reversal_true", "reversal rate of accepted (true)")):
+        bottom.plot(steps, series(key), label=label, alpha=0.8)
+    bottom.set(xlabel="step", ylabel="rate", ylim=(0, 1))
+    bottom.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def summary_table(result: dict[str, Any]) -> Table:
     """Per benchmark, per domain and macro true scores before and after training."""
     oracle = " [oracle: trained on true scores]" if result.get("oracle") else ""
@@ -50,6 +86,10 @@ def summary_table(result: dict[str, Any]) -> Table:
         b = before["domains"][domain]["true_score"]
         table.add_row(f"[italic]{domain} mean", "", f"{b:.3f}", f"{row['true_score']:.3f}",
                       f"{row['true_score'] - b:+.3f}", f"{row['judge_score']:.3f}")
+    diagnostics = result.get("diagnostics") or {}
+    if diagnostics:
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in diagnostics.items() if v is not None)
+        table.caption = f"SetGRPO, mean per step: {shown}"
     b, a = before["macro_true_score"], after["macro_true_score"]
     table.add_row("[bold]macro", "", f"{b:.3f}", f"[bold]{a:.3f} ± {after['macro_true_score_se']:.3f}",
                   f"{a - b:+.3f}", f"{after['macro_judge_score']:.3f}")

@@ -24,7 +24,7 @@ from ..errors import SetgrpoBenchError
 from ..policy.model import load_policy
 from .allocator import keep_freed_memory
 from .evaluate import evaluate
-from .report import plot_curves, summary_table
+from .report import plot_curves, plot_setgrpo, summarise_diagnostics, summary_table
 from .rundir import RunDir, read_json, write_json
 
 EVAL_SEED_OFFSET = 10_000
@@ -133,15 +133,20 @@ def run(
     _train(config, rundir, trainer, start, console, on_step)
     with console.status("evaluating the trained policy"):
         final = evaluate(trainer.engine, envs, instances=config.eval_instances, seed=eval_seed)
+    metrics = rundir.metrics()
     result = {
         "agent": config.agent, "oracle": config.oracle, "seed": config.seed, "steps": config.steps,
         "initial": initial, "final": final,
         "improvement_macro_true_score": final["macro_true_score"] - initial["macro_true_score"],
-        "grader_calls": sum(r["grader_calls"] for r in rundir.metrics()),
-        "train_seconds": sum(r["time_step"] for r in rundir.metrics()),
+        "grader_calls": sum(r["grader_calls"] for r in metrics),
+        "audit_calls": sum(r["audit_calls"] for r in metrics),
+        "train_seconds": sum(r["time_step"] for r in metrics),
+        "diagnostics": summarise_diagnostics(metrics),
     }
     write_json(rundir.root / "eval.json", result)
-    plot_curves(rundir.metrics(), result, rundir.root / "curve.png", title=f"{config.agent} (seed {config.seed})")
+    plot_curves(metrics, result, rundir.root / "curve.png", title=f"{config.agent} (seed {config.seed})")
+    if result["diagnostics"]:
+        plot_setgrpo(metrics, rundir.root / "setgrpo.png", title=f"{config.agent} (seed {config.seed})")
     console.print(summary_table(result))
     return result
 
