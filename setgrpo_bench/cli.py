@@ -101,6 +101,19 @@ def _diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from .agents.config import FIELDS
+    from .harness.sweep import parse_seeds, sweep
+
+    overrides = {name: getattr(args, name) for name in FIELDS if name not in ("agent", "seed")
+                 and getattr(args, name, None) is not None}
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    result = sweep(agents, parse_seeds(args.seeds), args.out, overrides=overrides, jobs=args.jobs, console=console)
+    failed = sum(r["status"] == "failed" for r in result)
+    console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
+    return 1 if failed else 0
+
+
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
     from .agents.config import FIELDS
 
@@ -108,7 +121,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     for name, f in FIELDS.items():
         if name != "agent":
             overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
-                                   help=f"{f.metadata['help']} (default {f.default!r})")
+                                   help=f"{f.metadata['help']} (default {f.default!r})".replace("%", "%%"))
 
 
 def _add_run_parser(commands: argparse._SubParsersAction) -> None:
@@ -136,6 +149,16 @@ def _add_diagnose_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_diagnose)
 
 
+def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("sweep", help="run every (agent, seed), resumable, in parallel processes")
+    parser.add_argument("--agents", required=True, help="comma-separated agent presets")
+    parser.add_argument("--seeds", default="5", help="a count (5 → seeds 0..4) or comma-separated seeds")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (each gets cores / jobs threads)")
+    parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<agent>/seed<k>/")
+    _add_overrides(parser)
+    parser.set_defaults(func=_sweep)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m setgrpo_bench", description=__doc__)
     parser.add_argument("--catalog", action="append", default=[], metavar="DIR",
@@ -155,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=_envs_validate)
     _add_run_parser(commands)
     _add_diagnose_parser(commands)
+    _add_sweep_parser(commands)
     return parser
 
 

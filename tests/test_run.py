@@ -172,3 +172,11 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(small_policy, tm
     a = [json.loads(x) for x in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
     b = [json.loads(x) for x in metrics.read_text().splitlines()]
     assert _strip_times(a) == _strip_times(b)
+
+
+@pytest.mark.parametrize("command", ["run", "diagnose", "sweep"])
+def test_help_of_every_command_renders(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert "--group-size" in capsys.readouterr().out
