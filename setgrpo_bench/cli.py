@@ -114,6 +114,35 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from .leaderboard import build_board
+    from .leaderboard.board import _display
+
+    frame, rejected = build_board(args.board)
+    if args.action == "build":
+        console.print(f"wrote {args.board}/README.md and {args.board}/index.html ({len(frame)} submissions)")
+    if args.action == "show" and not frame.empty:
+        shown = _display(frame)
+        table = Table(title=f"leaderboard ({args.board})")
+        for column in shown.columns:
+            table.add_column(column, justify="left" if column == "agent" else "right")
+        for row in shown.astype(str).values.tolist():
+            table.add_row(*row)
+        console.print(table)
+    for file, reason in rejected:
+        console.print(f"[yellow]rejected[/] {file}: {reason}", markup=True, highlight=False)
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from .leaderboard import publish
+
+    command = "python -m setgrpo_bench publish " + " ".join(args.runs)
+    for path in publish(args.runs, args.board, name=args.name, command=args.command or command):
+        console.print(f"published {path}")
+    return 0
+
+
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
     from .agents.config import FIELDS
 
@@ -159,6 +188,21 @@ def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_sweep)
 
 
+def _add_board_parsers(commands: argparse._SubParsersAction) -> None:
+    board = commands.add_parser("leaderboard", help="build or show the leaderboard").add_subparsers(dest="action", required=True)
+    for action, text in (("build", "write <board>/README.md and index.html from <board>/results/*.json"),
+                         ("show", "print the leaderboard table")):
+        parser = board.add_parser(action, help=text)
+        parser.add_argument("--board", default="leaderboard", help="board folder (holds results/)")
+        parser.set_defaults(func=_leaderboard)
+    publish = commands.add_parser("publish", help="validate runs (or a sweep) and add them to the board")
+    publish.add_argument("runs", nargs="+", help="run folders or a sweep folder")
+    publish.add_argument("--name", help="submission name (default <agent>-<noise>-<suite hash>)")
+    publish.add_argument("--board", default="leaderboard", help="board folder (holds results/)")
+    publish.add_argument("--command", help="the command that produced the runs, recorded on the board")
+    publish.set_defaults(func=_publish)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m setgrpo_bench", description=__doc__)
     parser.add_argument("--catalog", action="append", default=[], metavar="DIR",
@@ -179,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(commands)
     _add_diagnose_parser(commands)
     _add_sweep_parser(commands)
+    _add_board_parsers(commands)
     return parser
 
 

@@ -13,6 +13,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from transformers import AutoModelForCausalLM
+from transformers import __version__ as transformers_version
 
 from .. import __version__
 from ..agents.config import TrainConfig
@@ -22,6 +23,7 @@ from ..envs import benchmark_paths, load_env_benchmark
 from ..envs.rubric_env import RubricEnv
 from ..errors import SetgrpoBenchError
 from ..policy.model import load_policy
+from ..tasks.benchmark import stable_hash
 from .allocator import keep_freed_memory
 from .evaluate import evaluate
 from .report import plot_curves, plot_setgrpo, summarise_diagnostics, summary_table
@@ -45,6 +47,17 @@ def env_names(spec: str) -> list[str]:
         load_env_benchmark(name)  # raises with a suggestion when unknown
         names.append(name)
     return names
+
+
+def suite_fingerprint(config: TrainConfig, envs: list[RubricEnv]) -> str:
+    """Hash of everything that defines what a score means: every benchmark's instances and rubrics,
+    the judge profile, the score rules and the evaluation size."""
+    return stable_hash({
+        "benchmarks": {e.benchmark.name: e.benchmark.content_hash() for e in envs},
+        "score_rules": {e.benchmark.name: e.benchmark.score_rule for e in envs},
+        "noise": envs[0].grader.profile.to_dict() if envs else None,
+        "eval_instances": config.eval_instances,
+    })
 
 
 def make_envs(config: TrainConfig) -> list[RubricEnv]:
@@ -114,8 +127,10 @@ def run(
     if not resumed:
         write_json(rundir.root / "config.json", {
             "config": config.to_dict(), "package_version": __version__, "policy": policy.name,
-            "envs": [e.benchmark.name for e in envs], "python": platform.python_version(),
-            "torch": torch.__version__, "oracle": config.oracle,
+            "policy_hash": policy.fingerprint(), "suite_hash": suite_fingerprint(config, envs),
+            "envs": [e.benchmark.name for e in envs], "domains": {e.benchmark.name: e.domain for e in envs},
+            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
+            "oracle": config.oracle,
         })
     checkpoint = rundir.latest_checkpoint() if resumed else None
     if checkpoint is not None:

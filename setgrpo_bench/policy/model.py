@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,16 @@ class Policy:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     name: str
+    path: Path
+
+    def fingerprint(self) -> str:
+        """SHA-256 over the folder's config, weights and tokenizer files: the initial policy's identity."""
+        digest = hashlib.sha256()
+        for file in sorted(self.path.iterdir()):
+            if file.is_file() and (file.suffix in (".json", ".safetensors", ".bin", ".model", ".txt")):
+                digest.update(file.name.encode())
+                digest.update(file.read_bytes())
+        return digest.hexdigest()
 
     @property
     def device(self) -> torch.device:
@@ -63,4 +74,4 @@ def load_policy(spec: str | Path, device: str = "cpu", *, seed: int = 0) -> Poli
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     del config
-    return Policy(model=model.to(device), tokenizer=tokenizer, name=name)
+    return Policy(model=model.to(device), tokenizer=tokenizer, name=name, path=path)

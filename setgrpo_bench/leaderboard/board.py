@@ -1,0 +1,199 @@
+"""The leaderboard: submissions in ``<board>/results/*.json`` → a ranked table (pandas), Markdown and a
+static HTML page with plots that opens from disk (DESIGN §10). Nothing is skipped silently: every
+file that cannot go on the board is listed with its reason."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .submission import check_submission  # noqa: E402
+
+RESULTS = "results"
+
+
+def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """(accepted submissions, [(file, reason) for each rejected file])."""
+    accepted, rejected, names = [], [], {}
+    for path in sorted((Path(board) / RESULTS).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            rejected.append((path.name, f"not valid JSON, perhaps half-written ({exc})"))
+            continue
+        problems = check_submission(data)
+        if not problems and data["name"] in names:
+            problems = [f"duplicate of {names[data['name']]} (same name {data['name']!r})"]
+        if problems:
+            rejected.append((path.name, "; ".join(problems)))
+            continue
+        names[data["name"]] = path.name
+        accepted.append(data)
+    return accepted, rejected
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per submission, ranked by macro true score; oracle rows unranked at the bottom."""
+    rows = []
+    for s in submissions:
+        d = s["diagnostics"]
+        row = {
+            "agent": s["agent"], "name": s["name"], "oracle": s["oracle"], "noise": s["suite"]["noise"],
+            "seeds": len(s["seeds"]),
+            **{domain: g["true_score"] for domain, g in sorted(s["groups"].items())},
+            "macro": s["macro"]["true_score"], "macro_se": s["macro"]["true_score_se"],
+            "ci_low": s["macro"]["true_score_ci"][0], "ci_high": s["macro"]["true_score_ci"][1],
+            "initial": s["macro"].get("initial_true_score"), "judge": s["macro"]["judge_score"],
+            "coverage_ref": d.get("coverage_ref"), "coverage_true": d.get("coverage_true"),
+            "risk_ref": d.get("reversal_ref"), "risk_true": d.get("reversal_true"),
+            "grader_calls_per_step": s["grader_calls_per_step"], "wall_time_s": s["wall_time_s"],
+        }
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame.sort_values(["oracle", "macro"], ascending=[True, False]).reset_index(drop=True)
+    frame.insert(0, "rank", [str(i + 1) if not o else "—" for i, o in enumerate(frame["oracle"])])
+    return frame
+
+
+def _domains(frame: pd.DataFrame) -> list[str]:
+    fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "macro", "macro_se", "ci_low", "ci_high", "initial",
+             "judge", "coverage_ref", "coverage_true", "risk_ref", "risk_true", "grader_calls_per_step", "wall_time_s"}
+    return [c for c in frame.columns if c not in fixed]
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown: formatted strings, oracle rows marked."""
+    shown = pd.DataFrame({
+        "rank": frame["rank"],
+        "agent": [f"{a} (oracle, unranked)" if o else a for a, o in zip(frame["agent"], frame["oracle"])],
+        **{d: frame[d].map(_fmt) for d in _domains(frame)},
+        "macro ± SE [95% CI]": [f"{m:.3f} ± {se:.3f} [{lo:.3f}, {hi:.3f}]"
+                                for m, se, lo, hi in zip(frame["macro"], frame["macro_se"], frame["ci_low"], frame["ci_high"])],
+        "before training": frame["initial"].map(_fmt),
+        "coverage ref / true": [f"{_fmt(r)} / {_fmt(t)}" for r, t in zip(frame["coverage_ref"], frame["coverage_true"])],
+        "risk ref / true": [f"{_fmt(r)} / {_fmt(t)}" for r, t in zip(frame["risk_ref"], frame["risk_true"])],
+        "grader calls / step": frame["grader_calls_per_step"].map(lambda v: f"{v:,.0f}"),
+        "wall time (s)": frame["wall_time_s"].map(lambda v: f"{v:.0f}"),
+        "seeds": frame["seeds"].astype(str),
+    })
+    return shown
+
+
+def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]]) -> str:
+    lines = ["# setgrpo_bench leaderboard", ""]
+    if frame.empty:
+        lines.append("No submissions yet.")
+    else:
+        noise = sorted(set(frame["noise"]))
+        lines += [f"Held-out true rubric score on the eval splits (judge profile: {', '.join(noise)}); macro = "
+                  "unweighted mean over benchmarks, SE across seeds = √(Σ se_k²)/K, CI by bootstrap over seeds. "
+                  "Coverage and risk are SetGRPO's per-step means w.r.t. the reference grader and the true score.", ""]
+        shown = _display(frame)
+        lines.append("| " + " | ".join(shown.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in shown.columns) + "|")
+        lines += ["| " + " | ".join(row) + " |" for row in shown.astype(str).values.tolist()]
+        commands = sorted({s["command"] for s in submissions if s.get("command")})
+        if commands:
+            lines += ["", "Generated by:", ""] + [f"    {c}" for c in commands]
+    if rejected:
+        lines += ["", "## Rejected files", ""] + [f"- `{f}`: {reason}" for f, reason in rejected]
+    return "\n".join(lines) + "\n"
+
+
+def _png(fig: plt.Figure) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, str]:
+    """Base64 PNGs: macro with CI bars, learning curves, coverage calibration, risk vs α."""
+    out = {}
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(frame) + 1.2))
+    y = range(len(frame))[::-1]
+    ax.errorbar(frame["macro"], list(y), xerr=[frame["macro"] - frame["ci_low"], frame["ci_high"] - frame["macro"]],
+                fmt="o", capsize=3)
+    ax.set_yticks(list(y), [f"{a}{' (oracle)' if o else ''}" for a, o in zip(frame["agent"], frame["oracle"])])
+    ax.set(xlabel="macro true score (95% CI)", title="Macro true score by agent")
+    fig.tight_layout()
+    out["macro"] = _png(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in submissions:
+        ax.plot(s["curves"]["step"], s["curves"]["true_score"], label=s["agent"], alpha=0.8)
+    ax.set(xlabel="step", ylabel="train true score (mean over seeds)", title="Learning curves")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    out["curves"] = _png(fig)
+    calibrated = [s for s in submissions if s["diagnostics"].get("coverage_ref") is not None]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4))
+    for s in calibrated:
+        nominal, alpha = 1 - s["config"]["alpha_a"], s["config"]["alpha"]
+        left.scatter([nominal], [s["diagnostics"]["coverage_ref"]], marker="o", label=f"{s['agent']} (ref)")
+        left.scatter([nominal], [s["diagnostics"].get("coverage_true") or 0], marker="x", label=f"{s['agent']} (true)")
+        right.scatter([alpha], [s["diagnostics"].get("reversal_ref") or 0], marker="o", label=f"{s['agent']} (ref)")
+        right.scatter([alpha], [s["diagnostics"].get("reversal_true") or 0], marker="x", label=f"{s['agent']} (true)")
+    left.plot([0, 1], [0, 1], "k--", lw=1)
+    left.set(xlabel="1 − α_a", ylabel="coverage of C", title="Coverage calibration", xlim=(0, 1), ylim=(0, 1))
+    right.plot([0, 0.5], [0, 0.5], "k--", lw=1)
+    right.set(xlabel="α", ylabel="reversal rate of accepted groups", title="Risk vs α", xlim=(0, 0.5), ylim=(0, 0.5))
+    if calibrated:
+        for ax in (left, right):
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    out["calibration"] = _png(fig)
+    return out
+
+
+def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]]) -> str:
+    """A self-contained page: the table and plots inline, no scripts, no network."""
+    body = ["<h1>setgrpo_bench leaderboard</h1>"]
+    if frame.empty:
+        body.append("<p>No submissions yet.</p>")
+    else:
+        body.append(_display(frame).to_html(index=False, escape=True, classes="board", border=0))
+        for key, png in plots(frame, submissions).items():
+            body.append(f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{png}"></figure>')
+    if rejected:
+        body.append("<h2>Rejected files</h2><ul>" + "".join(
+            f"<li><code>{html.escape(f)}</code>: {html.escape(r)}</li>" for f, r in rejected) + "</ul>")
+    style = ("body{font-family:sans-serif;margin:2em}table.board{border-collapse:collapse;font-size:13px}"
+             "table.board td,table.board th{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right}"
+             "img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>setgrpo_bench leaderboard</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def build_board(board: str | Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Write ``README.md`` and ``index.html`` of the board; returns (table, rejected files)."""
+    board = Path(board)
+    submissions, rejected = load_board(board)
+    frame = board_frame(submissions)
+    ordered = sorted(submissions, key=lambda s: list(frame["name"]).index(s["name"])) if submissions else []
+    _write_text(board / "README.md", markdown(frame, rejected, ordered))
+    _write_text(board / "index.html", html_page(frame, rejected, ordered))
+    return frame, rejected
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+

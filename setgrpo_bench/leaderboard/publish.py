@@ -1,0 +1,58 @@
+"""``publish``: validate a run (or a sweep) and add it to the board as one JSON file (DESIGN §10)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..harness.rundir import write_json
+from .board import RESULTS, build_board
+from .submission import SubmissionError, check_submission, make_submission, run_folders
+
+
+def _existing(results: Path) -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for path in sorted(results.glob("*.json")):
+        try:
+            out.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue  # a broken file is reported by the board build, not by publish
+    return out
+
+
+def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None = None,
+            command: str | None = None) -> list[Path]:
+    """Turn run folders (or a sweep folder: one submission per agent) into board files; rebuild the board.
+
+    Refuses, with the reason, anything that does not validate, was made on another suite, has
+    repeated seeds, or duplicates a submission already on the board.
+    """
+    folders = run_folders(paths)
+    by_agent: dict[str, list[Path]] = {}
+    for folder in folders:
+        config = folder / "config.json"
+        agent = json.loads(config.read_text(encoding="utf-8"))["config"]["agent"] if config.is_file() else folder.name
+        by_agent.setdefault(agent, []).append(folder)
+    if name and len(by_agent) > 1:
+        raise SubmissionError(f"--name names one submission, but the runs hold {len(by_agent)} agents: {sorted(by_agent)}")
+    results = Path(board) / RESULTS
+    results.mkdir(parents=True, exist_ok=True)
+    written = []
+    for agent, runs in sorted(by_agent.items()):
+        submission = make_submission(runs, name=name, command=command)
+        problems = check_submission(submission)
+        if problems:
+            raise SubmissionError(f"{agent}: " + "; ".join(problems))
+        for path, other in _existing(results):
+            same_runs = (other.get("config_hash"), other.get("suite", {}).get("hash"), other.get("seeds")) == (
+                submission["config_hash"], submission["suite"]["hash"], submission["seeds"])
+            if other.get("name") == submission["name"] or same_runs:
+                raise SubmissionError(f"{agent}: already on the board as {path.name} "
+                                      f"({'same name' if other.get('name') == submission['name'] else 'same config, suite and seeds'})")
+        target = results / f"{submission['name']}.json"
+        write_json(target, submission)
+        written.append(target)
+    build_board(board)
+    return written

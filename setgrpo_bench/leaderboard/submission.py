@@ -1,0 +1,151 @@
+"""One leaderboard submission: an agent's runs over several seeds, aggregated and validated (DESIGN §10)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+
+from .. import __version__
+from ..agents.config import TrainConfig
+from ..errors import SetgrpoBenchError
+from ..harness.rundir import read_json
+from ..harness.run import make_envs, suite_fingerprint
+from ..tasks.benchmark import stable_hash
+from .aggregate import aggregate_seeds
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
+
+
+class SubmissionError(SetgrpoBenchError):
+    """A run or submission cannot go on the board; the message says why and what to do."""
+
+
+@lru_cache(maxsize=1)
+def load_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def schema_problems(data: Any) -> list[str]:
+    """Every schema violation of ``data``, each as ``field.path: message``."""
+    validator = jsonschema.Draft202012Validator(load_schema())
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
+            for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+def _read_run(folder: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    for name in ("config.json", "eval.json", "metrics.jsonl"):
+        if not (folder / name).is_file():
+            hint = " (the run has not finished: resume it with --resume)" if name == "eval.json" else ""
+            raise SubmissionError(f"{folder} has no {name}{hint}")
+    try:
+        config, result = read_json(folder / "config.json"), read_json(folder / "eval.json")
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(f"{folder}: a run file is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    return config, result, metrics
+
+
+def run_folders(paths: Sequence[str | Path]) -> list[Path]:
+    """Run folders named directly or found one level below (a sweep's ``<agent>/seed<k>/``)."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if (path / "config.json").is_file() or (path / "eval.json").is_file():
+            out.append(path)
+        else:
+            found = sorted(p.parent for p in path.glob("*/config.json")) or sorted(p.parent for p in path.glob("*/*/config.json"))
+            if not found:
+                raise SubmissionError(f"{path} holds no run (no config.json in it or below it)")
+            out += found
+    return out
+
+
+def _git_hash() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def make_submission(runs: Sequence[Path], *, name: str | None = None, command: str | None = None) -> dict[str, Any]:
+    """Aggregate the runs of one agent (same config but the seed, distinct seeds) into a submission."""
+    read = [(folder, *_read_run(folder)) for folder in runs]
+    if not read:
+        raise SubmissionError("no runs given")
+    configs = [{k: v for k, v in c["config"].items() if k != "seed"} for _, c, _, _ in read]
+    if any(c != configs[0] for c in configs):
+        raise SubmissionError("the runs differ in more than the seed: "
+                              + ", ".join(str(f) for f, *_ in read) + "; publish one agent configuration at a time")
+    seeds = [c["config"]["seed"] for _, c, _, _ in read]
+    if len(set(seeds)) != len(seeds):
+        raise SubmissionError(f"seeds must be distinct, got {sorted(seeds)}")
+    hashes = {(c.get("suite_hash"), c.get("policy_hash")) for _, c, _, _ in read}
+    if len(hashes) != 1 or None in next(iter(hashes)):
+        raise SubmissionError("the runs were made on different suites or policies (or by a version that did not record them)")
+    suite_hash, policy_hash = next(iter(hashes))
+    first = read[0][1]
+    benchmarks = sorted(read[0][2]["final"]["per_env"])
+    domains = [read[0][2]["final"]["per_env"][b]["domain"] for b in benchmarks]
+    def per_seed(key: str, phase: str = "final") -> np.ndarray:
+        return np.array([[r[phase]["per_env"][b][key] for b in benchmarks] for _, _, r, _ in read])
+
+    results, groups, macro = aggregate_seeds(per_seed("true_score"), per_seed("judge_score"), benchmarks, domains,
+                                             initial_per_seed=per_seed("true_score", "initial"))
+    steps = min(len(m) for *_, m in read)
+    curve = lambda key: np.mean([[row[key] for row in m[:steps]] for *_, m in read], axis=0).tolist()  # noqa: E731
+    diagnostics: dict[str, Any] = {}
+    for key in read[0][2].get("diagnostics") or {}:
+        values = [r["diagnostics"].get(key) for _, _, r, _ in read if r.get("diagnostics")]
+        values = [v for v in values if v is not None]
+        diagnostics[key] = float(np.mean(values)) if values else None
+    agent = configs[0]["agent"]
+    submission = {
+        "schema_version": SCHEMA_VERSION,
+        "name": name or f"{agent}-{configs[0]['noise']}-{suite_hash[:8]}",
+        "agent": agent, "oracle": bool(configs[0]["oracle"]), "config": configs[0], "config_hash": stable_hash(configs[0]),
+        "policy": {"name": first["policy"], "hash": policy_hash},
+        "suite": {"id": configs[0]["envs"], "hash": suite_hash, "noise": configs[0]["noise"], "benchmarks": benchmarks,
+                  "eval_instances": int(configs[0]["eval_instances"])},
+        "seeds": sorted(seeds),
+        "n_samples": {b: int(read[0][2]["final"]["per_env"][b]["n"]) for b in benchmarks},
+        "results": results, "groups": groups, "macro": macro, "diagnostics": diagnostics,
+        "grader_calls_per_step": float(np.mean([r["grader_calls"] / max(r["steps"], 1) for _, _, r, _ in read])),
+        "wall_time_s": float(np.mean([r["train_seconds"] for _, _, r, _ in read])),
+        "curves": {"step": list(range(1, steps + 1)), "true_score": curve("true_score"), "reward": curve("reward")},
+        "versions": {"package": first["package_version"], "torch": first["torch"], "python": first["python"],
+                     **({"transformers": first["transformers"]} if "transformers" in first else {})},
+        "git_hash": _git_hash(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if command:
+        submission["command"] = command
+    return submission
+
+
+def current_suite_hash(submission: dict[str, Any]) -> str:
+    """The suite hash the submission's config gives with the catalog as it is now."""
+    config = TrainConfig(**{**submission["config"], "seed": 0})
+    return suite_fingerprint(config, make_envs(config))
+
+
+def check_submission(submission: Any) -> list[str]:
+    """Every reason the submission cannot go on the current board (empty when it can)."""
+    problems = schema_problems(submission)
+    if problems:
+        return problems
+    try:
+        now = current_suite_hash(submission)
+    except (SetgrpoBenchError, TypeError) as exc:
+        return [f"config: cannot rebuild the suite it was run on ({exc})"]
+    if now != submission["suite"]["hash"]:
+        return [f"suite.hash: {submission['suite']['hash'][:12]}… was computed on a different suite than the current "
+                f"catalog's {now[:12]}… (benchmarks, rubrics, judge profile or eval size changed); rerun on this version"]
+    return []
