@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import Groups, Trainer, resolve_config
+from setgrpo_bench.agents import Groups, TrainConfig, Trainer, resolve_config
 from setgrpo_bench.agents import setgrpo_math as sm
 from setgrpo_bench.agents.geometry import GradientGeometry, parse_geometry, sequence_weights
 from setgrpo_bench.agents.setgrpo import SetGRPOAgent, SetGRPOParams
@@ -87,7 +87,8 @@ def _groups(rewards, spreads=None):
 
 def _agent(rng, *, n_calib=60, G=6, **changes):
     """An agent with a window of ``n_calib`` audited synthetic groups, K from a fixed random factor."""
-    params = dataclasses.replace(SetGRPOParams(window=2 * n_calib, warmup_groups=n_calib, audit_fraction=0.5), **changes)
+    config = TrainConfig(selector="setgrpo", window=2 * n_calib, warmup_groups=n_calib, audit_fraction=0.5, **changes)
+    params = SetGRPOParams.from_config(config)
     factors = {}
 
     def gram(groups, b, valid):

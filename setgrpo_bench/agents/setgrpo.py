@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -26,29 +26,34 @@ from ..tasks.model import TaskInstance
 from . import setgrpo_math as sm
 from .base import Agent, Decision, GroupRecord, Groups
 from .coefficients import group_coefficients
+from .config import TrainConfig
 
 GramFn = Callable[[Groups, int, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
 class SetGRPOParams:
-    """The knobs of DESIGN §8 (see ``TrainConfig`` for their documentation)."""
+    """The knobs of DESIGN §8, taken from a ``TrainConfig`` (where each is documented)."""
 
-    alpha_a: float = 0.5
-    delta_a: float = 0.0
-    alpha: float = 0.2
-    delta: float = 0.1
-    audit_fraction: float = 0.25
-    window: int = 128
-    warmup_groups: int = 48
-    calibrate: bool = True
-    fixed_q: float = 1.0
-    recovery: bool = True
-    gate: bool = True
-    grid_start: float = 0.10
-    grid_step: float = 0.05
-    std_floor: float = 0.05
-    spread_floor: float = 0.01
+    alpha_a: float
+    delta_a: float
+    alpha: float
+    delta: float
+    audit_fraction: float
+    window: int
+    warmup_groups: int
+    calibrate: bool
+    fixed_q: float
+    recovery: bool
+    gate: bool
+    grid_start: float
+    grid_step: float
+    std_floor: float
+    spread_floor: float
+
+    @classmethod
+    def from_config(cls, config: TrainConfig) -> SetGRPOParams:
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ def build_agent(config: TrainConfig, policy: Policy, envs: list[RubricEnv]) -> A
                                 loss_type=config.loss_type, max_new_tokens=config.max_new_tokens)
     auditor = Auditor([make_reference(config.reference, env.grader) for env in envs],
                       np.random.default_rng([config.seed, AUDIT_STREAM]))
-    params = SetGRPOParams(**{f.name: getattr(config, f.name) for f in fields(SetGRPOParams)})
+    params = SetGRPOParams.from_config(config)
     return SetGRPOAgent(params, lambda groups, b, valid: geometry.gram(groups.rollout, groups.rows(b)[valid]), auditor)
 
 
