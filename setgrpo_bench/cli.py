@@ -143,6 +143,19 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_judge(args: argparse.Namespace) -> int:
+    from .graders.serve import make_server
+
+    server = make_server(args.path, host=args.host, port=args.port, model_name=args.model_name)
+    host, port = server.server_address[:2]
+    console.print(f"serving {args.path} as {server.RequestHandlerClass.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.server_close()
+    return 0
+
+
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
     from .agents.config import FIELDS
 
@@ -203,6 +216,15 @@ def _add_board_parsers(commands: argparse._SubParsersAction) -> None:
     publish.set_defaults(func=_publish)
 
 
+def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("serve-judge", help="serve a local transformers model over the OpenAI protocol")
+    parser.add_argument("path", help="'tiny' or a transformers causal-LM folder")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model-name", help="name clients must send (default: the folder name)")
+    parser.set_defaults(func=_serve_judge)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m setgrpo_bench", description=__doc__)
     parser.add_argument("--catalog", action="append", default=[], metavar="DIR",
@@ -224,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_diagnose_parser(commands)
     _add_sweep_parser(commands)
     _add_board_parsers(commands)
+    _add_serve_parser(commands)
     return parser
 
 

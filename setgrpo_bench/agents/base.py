@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..policy.engine import Rollout
 from ..tasks.model import TaskInstance
 from .coefficients import group_coefficients
@@ -29,7 +30,7 @@ class Groups:
     rewards: np.ndarray  # (B, G) observed judge scores, NaN where the judge failed
     spreads: np.ndarray  # (B, G) the judge's own standard-deviation estimate of each score
     verdicts: list[np.ndarray] | None = None  # per group (G, J) observed per-criterion verdicts
-    rates: list[tuple[np.ndarray, np.ndarray]] | None = None  # per group the judge's stated (fp, fn) per criterion
+    rates: list[tuple[np.ndarray, np.ndarray] | None] | None = None  # per group the judge's stated (fp, fn), if any
 
     @property
     def n_groups(self) -> int:
@@ -106,8 +107,9 @@ class RuleAgent(Agent):
     def _inputs(self, groups: Groups, b: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if self.rule not in ("s_grpo", "noise_corrected"):
             return {}, {}
-        if groups.rates is None or groups.verdicts is None:
-            raise ValueError(f"rule {self.rule!r} needs the judge's verdicts and stated error rates")
+        if groups.rates is None or groups.verdicts is None or groups.rates[b] is None:
+            raise ConfigError("rule", self.rule, "a judge with stated per-criterion error rates (a noise profile)",
+                              "LLM judges state none; use a rule that needs only rewards.")
         fp, fn = groups.rates[b]
         points = groups.tasks[b].points
         if self.rule == "s_grpo":

@@ -36,6 +36,11 @@ class TrainConfig:
     oracle: bool = _f(False, "train on the true score (an upper bound, flagged on every report)")
     envs: str = _f("builtin", "'builtin' (the whole suite) or comma-separated env ids / benchmark names")
     noise: str = _f("realistic", "grader noise profile used for training rewards")
+    judge: str = _f("", "LLM judge instead of the noise profile: 'tiny' or a local transformers checkpoint")
+    judge_url: str = _f("", "LLM judge at an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
+    judge_model: str = _f("", "model name served at judge_url")
+    judge_api_key_env: str = _f("", "environment variable holding the endpoint's API key (never logged)")
+    judge_profile: str = _f("judge-default", "judge question template and sampling (graders/judge-*.yaml)")
     policy: str = _f("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
     device: str = _f("cpu", "cpu or cuda")
     seed: int = _f(0, "seed of task sampling, generation, grading noise and evaluation")
@@ -117,6 +122,10 @@ class TrainConfig:
             raise UnknownNameError("coefficient rule", self.rule, COEFFICIENT_RULES)
         if self.loss_type not in LOSS_TYPES:
             raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
+        if self.judge and self.judge_url:
+            raise ConfigError("judge_url", self.judge_url, "empty when judge is set", "Use a local judge or an endpoint, not both.")
+        if self.judge_url and not self.judge_model:
+            raise ConfigError("judge_model", self.judge_model, "the model name served at judge_url")
         if self.selector not in SELECTORS:
             raise UnknownNameError("selector", self.selector, SELECTORS)
         if self.selector == "setgrpo":

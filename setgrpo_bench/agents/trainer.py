@@ -97,7 +97,7 @@ class Trainer:
             spreads[b] = np.array([g.spread for g in draws[0]]) / np.sqrt(np.maximum(counts, 1))
             true[b] = [g.true_score for g in draws[0]]
             verdicts.append(np.stack([g.verdicts for g in draws[0]]))
-            rates.append(env.grader.profile.base_rates(task.categories))
+            rates.append(env.grader.stated_rates(task))
             calls += sum(g.judge_calls for grades in draws for g in grades)
         observed = true if c.oracle else rewards  # the oracle baseline alone trains on true scores
         return Batch(Groups(rollout, tasks, env_indices, observed, spreads, verdicts, rates), calls, true)

@@ -40,7 +40,7 @@ class RubricEnv(gym.Env[str, str]):
         self,
         benchmark: str | Path | Benchmark,
         split: str = "train",
-        grader: str | Path | NoiseProfile | RubricGrader | None = None,
+        grader: str | Path | NoiseProfile | RubricGrader | Any | None = None,
         noise: str | Path | NoiseProfile | None = None,
         render_mode: str | None = None,
         max_prompt_chars: int = 16_384,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.special import expit, logit, ndtri
@@ -90,6 +91,15 @@ class RubricGrader:
             for i in range(G)
         ]
 
+    def stated_rates(self, task: TaskInstance) -> tuple[np.ndarray, np.ndarray]:
+        """The judge's stated (false-positive, false-negative) rate per criterion of ``task``:
+        test-time knowledge a practitioner has of a calibrated judge."""
+        return self.profile.base_rates(task.categories)
+
+    def fingerprint(self) -> dict:
+        """What defines this judge's behaviour, for suite hashes."""
+        return self.profile.to_dict()
+
     def _spread(self, task: TaskInstance, observed: np.ndarray) -> np.ndarray:
         """Judge-side standard deviation of the score: √Σ w_j² r_j(1 − r_j), where r_j is the stated
         rate of the error that would have produced the observed verdict."""
@@ -100,8 +110,9 @@ class RubricGrader:
         return np.sqrt((w**2 * r * (1 - r)).sum(axis=-1))
 
 
-def make_grader(grader: str | Path | NoiseProfile | RubricGrader = "realistic", score_rule: str = "healthbench") -> RubricGrader:
-    """A grader from a profile name/path, a profile, or an existing grader (returned as is)."""
-    if isinstance(grader, RubricGrader):
-        return grader
-    return RubricGrader(grader, score_rule=score_rule)
+def make_grader(grader: Any = "realistic", score_rule: str = "healthbench") -> Any:
+    """A grader from a noise profile name/path or profile; any other grader object (a
+    ``RubricGrader``, an ``LLMJudgeGrader``) is returned as it is."""
+    if isinstance(grader, (str, Path, NoiseProfile)):
+        return RubricGrader(grader, score_rule=score_rule)
+    return grader

@@ -22,6 +22,7 @@ from ..catalog import builtin_root
 from ..envs import benchmark_paths, load_env_benchmark
 from ..envs.rubric_env import RubricEnv
 from ..errors import SetgrpoBenchError
+from ..graders.llm_judge import LLMJudgeGrader, load_judge_profile
 from ..policy.model import load_policy
 from ..tasks.benchmark import stable_hash
 from .allocator import keep_freed_memory
@@ -55,13 +56,34 @@ def suite_fingerprint(config: TrainConfig, envs: list[RubricEnv]) -> str:
     return stable_hash({
         "benchmarks": {e.benchmark.name: e.benchmark.content_hash() for e in envs},
         "score_rules": {e.benchmark.name: e.benchmark.score_rule for e in envs},
-        "noise": envs[0].grader.profile.to_dict() if envs else None,
+        "noise": envs[0].grader.fingerprint() if envs else None,
         "eval_instances": config.eval_instances,
     })
 
 
+def make_judge(config: TrainConfig) -> Any:
+    """The LLM judge backend of ``config`` (local model or endpoint), or None for a noise profile."""
+    if config.judge:
+        from ..graders.llm_judge import TransformersJudge
+
+        return TransformersJudge(config.judge, config.device)
+    if config.judge_url:
+        from ..graders.endpoint import EndpointJudge
+
+        profile = load_judge_profile(config.judge_profile)
+        return EndpointJudge(config.judge_url, config.judge_model, api_key_env=config.judge_api_key_env or None,
+                             concurrency=profile.concurrency, timeout_s=profile.timeout_s, backoff_s=profile.backoff_s)
+    return None
+
+
 def make_envs(config: TrainConfig) -> list[RubricEnv]:
-    envs = [RubricEnv(name, split="train", noise=config.noise) for name in env_names(config.envs)]
+    backend = make_judge(config)
+    envs = []
+    for name in env_names(config.envs):
+        grader = None
+        if backend is not None:
+            grader = LLMJudgeGrader(backend, load_judge_profile(config.judge_profile), load_env_benchmark(name).score_rule)
+        envs.append(RubricEnv(name, split="train", noise=config.noise, grader=grader))
     for k, env in enumerate(envs):
         env.reset(seed=config.seed * 1_000 + k)
     return envs
