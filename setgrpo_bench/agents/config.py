@@ -43,6 +43,9 @@ class TrainConfig:
     judge_profile: str = _f("judge-default", "judge question template and sampling (graders/judge-*.yaml)")
     policy: str = _f("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
     device: str = _f("cpu", "cpu or cuda")
+    engine: str = _f("transformers", "rollout engine: transformers (KV cache, CPU/GPU) or vllm (GPU, [vllm] extra)")
+    vllm_gpu_memory: float = _f(0.3, "vLLM: share of GPU memory for its weights and KV cache")
+    is_cap: float = _f(2.0, "vLLM: truncation C of the per-token importance weight π_old/π_vllm")
     seed: int = _f(0, "seed of task sampling, generation, grading noise and evaluation")
     steps: int = _f(32, "training steps (one batch of groups each)")
     groups_per_step: int = _f(16, "prompts per step (B)")
@@ -122,6 +125,10 @@ class TrainConfig:
             raise UnknownNameError("coefficient rule", self.rule, COEFFICIENT_RULES)
         if self.loss_type not in LOSS_TYPES:
             raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
+        if self.engine not in ("transformers", "vllm"):
+            raise UnknownNameError("engine", self.engine, ("transformers", "vllm"))
+        if self.engine == "vllm" and not self.device.startswith("cuda"):
+            raise ConfigError("engine", "vllm", "'transformers' on device cpu", "vLLM runs on CUDA: add --device cuda.")
         if self.judge and self.judge_url:
             raise ConfigError("judge_url", self.judge_url, "empty when judge is set", "Use a local judge or an endpoint, not both.")
         if self.judge_url and not self.judge_model:

@@ -8,6 +8,8 @@ aggregated over the *accepted* responses only:
     dr_grpo  Σ_it ℓ_it / (n_accepted · max_new_tokens)   (constant normaliser; Liu et al. 2025)
     dapo     Σ_it ℓ_it / Σ_i |o_i|                       (token-level mean; Yu et al. 2025)
 With ``clip=False`` (RGRA, REINFORCE with group-relative advantages) the surrogate is ρ·a_i.
+Rollouts sampled by another engine (vLLM) carry a truncated importance weight min(π_old/π_vllm, C)
+per token on the surrogate (TIS, as TRL's ``vllm_importance_sampling_correction``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def grpo_loss(
     ref_logprobs: torch.Tensor | None = None,
     loss_type: str = "grpo",
     max_new_tokens: int | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss of one batch.
 
@@ -53,6 +56,8 @@ def grpo_loss(
         mask: (N, R) 1 on response tokens.
         accepted: (N,) bool, responses that contribute.
         loss_type: ``grpo``, ``dr_grpo`` or ``dapo``; ``max_new_tokens`` is needed for ``dr_grpo``.
+        is_weights: (N, R) truncated importance weights π_old/π_sampler of each token when the rollouts
+            came from another engine (vLLM) than the trainer; they multiply the surrogate (not the KL).
     Returns:
         (scalar loss, stats). With no accepted response the loss is a zero that still has a graph.
     """
@@ -67,6 +72,8 @@ def grpo_loss(
     else:
         per_token = -ratio * a
         active_clip = torch.zeros_like(ratio, dtype=torch.bool)
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     kl = torch.zeros_like(per_token)
     if beta:
         if ref_logprobs is None:

@@ -60,9 +60,14 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, policy: Policy, envs: list[RubricEnv], rng: np.random.Generator) -> None:
         self.config, self.policy, self.envs, self.rng = config, policy, envs, rng
-        self.engine = TransformersEngine(policy, GenerationConfig(
-            max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        ))
+        generation = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                                      top_p=config.top_p)
+        if config.engine == "vllm":
+            from ..policy.vllm_engine import VLLMEngine
+
+            self.engine = VLLMEngine(policy, generation, gpu_memory_utilization=config.vllm_gpu_memory, seed=config.seed)
+        else:
+            self.engine = TransformersEngine(policy, generation)
         self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.reference = None
         if config.beta > 0:
@@ -118,7 +123,11 @@ class Trainer:
         acc = torch.tensor(accepted, dtype=torch.bool, device=device)
         if not acc.any():
             return {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0}
-        old = rollout.logprobs
+        old, is_weights = rollout.logprobs, None
+        if getattr(self.engine, "needs_correction", False):  # sampled by vLLM: π_old is the trainer's own
+            with torch.no_grad():
+                old = token_logprobs(model, rollout, c.temperature) * rollout.response_mask
+            is_weights = torch.exp(old - rollout.logprobs).clamp(max=c.is_cap) * rollout.response_mask
         ref = None
         if self.reference is not None:
             with torch.no_grad():
@@ -130,7 +139,7 @@ class Trainer:
             loss, stats = grpo_loss(
                 logprobs, old, coef, rollout.response_mask, acc, epsilon_low=c.epsilon_low,
                 epsilon_high=c.epsilon_high, clip=c.clip, beta=c.beta, ref_logprobs=ref, loss_type=c.loss_type,
-                max_new_tokens=c.max_new_tokens,
+                max_new_tokens=c.max_new_tokens, is_weights=is_weights,
             )
             if not torch.isfinite(loss):
                 raise NonFiniteLossError(f"the loss is {loss.item()} (lr={c.lr}); lower the learning rate")
@@ -138,6 +147,8 @@ class Trainer:
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), c.max_grad_norm)
             self.optimizer.step()
+        if hasattr(self.engine, "sync_weights"):
+            self.engine.sync_weights()
         return {
             "loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
             "kl": stats.kl, "grad_norm": float(grad_norm),
@@ -177,6 +188,7 @@ class Trainer:
             "time_rollout_grade": t2 - t1,
             "time_coefficients": t3 - t2,
             "time_update": t4 - t3,
+            **({"gpu_peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9} if self.policy.device.type == "cuda" else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:
