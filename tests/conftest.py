@@ -11,6 +11,20 @@ SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per
                    examples_per_instance=1, batch_size=8)
 
 
+class Killed(Exception):
+    """Raised by ``kill_after`` to interrupt a run between steps."""
+
+
+def kill_after(last: int):
+    """An ``on_step`` callback that interrupts a run once step ``last`` is on disk."""
+
+    def on_step(step, _metrics):
+        if step == last:
+            raise Killed
+
+    return on_step
+
+
 def binomial_ok(k: int, n: int, p: float, alpha: float = 1e-4) -> bool:
     """Is ``k`` successes in ``n`` trials consistent with rate ``p`` at two-sided level ``alpha``?"""
     low, high = binom.interval(1 - alpha, n, p)

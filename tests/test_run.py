@@ -12,7 +12,7 @@ from setgrpo_bench.harness.rundir import RunDirError
 from setgrpo_bench.policy.model import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
 
-from conftest import SMALL
+from conftest import SMALL, Killed, kill_after
 
 OVERRIDES = dict(envs="MedicationGuide,UnitConversion", steps=3, groups_per_step=2, group_size=3,
                  eval_instances=2, max_new_tokens=12)
@@ -59,15 +59,8 @@ def test_same_seed_same_result_and_resume_equivalence(small_policy, tmp_path):
     again = run(config, tmp_path / "b")
     assert again["final"] == full["final"] and again["initial"] == full["initial"]
 
-    class Killed(Exception):
-        pass
-
-    def kill_after_two(step, metrics):
-        if step == 2:
-            raise Killed
-
     with pytest.raises(Killed):
-        run(config, tmp_path / "c", on_step=kill_after_two)
+        run(config, tmp_path / "c", on_step=kill_after(2))
     # a half-written metrics line from the kill is tolerated
     with (tmp_path / "c" / "metrics.jsonl").open("a") as handle:
         handle.write('{"step": 3, "rew')

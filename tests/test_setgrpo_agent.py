@@ -19,6 +19,8 @@ from setgrpo_bench.harness.run import make_envs
 from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
 from setgrpo_bench.policy.engine import token_logprobs
 
+from conftest import Killed, kill_after
+
 
 @pytest.fixture(scope="module")
 def policy(small_policy):
@@ -181,15 +183,8 @@ def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy
     assert full["audit_calls"] == sum(m["audit_calls"] for m in metrics)
     assert set(full["diagnostics"]) >= {"q", "tau", "uncertifiable", "coverage_ref", "reversal_true"}
 
-    class Killed(Exception):
-        pass
-
-    def kill(step, _):
-        if step == 1:
-            raise Killed
-
     with pytest.raises(Killed):
-        run(config, tmp_path / "b", on_step=kill)
+        run(config, tmp_path / "b", on_step=kill_after(1))
     resumed = run(config, tmp_path / "b", resume=True)
     assert resumed["final"] == full["final"]
 
