@@ -137,3 +137,33 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
     assert done.returncode == 0 and shot.stat().st_size > 20_000
     console_errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
     assert not console_errors
+
+
+def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monkeypatch):
+    from setgrpo_bench.harness import sweep as sweep_module
+    from setgrpo_bench.harness.sweep import parse_seeds, sweep
+
+    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("4,7") == [4, 7]
+    with pytest.raises(Exception, match="distinct"):
+        parse_seeds("1,1")
+    overrides = {**SMALL, "steps": 1, "policy": small_policy}
+    real = subprocess.run
+    calls = []
+
+    def flaky(args, **kwargs):  # the first attempt of seed 1 crashes; its retry must succeed
+        calls.append(args)
+        if "--seed" in args and args[args.index("--seed") + 1] == "1" and len([c for c in calls if "1" in c]) == 1:
+            return subprocess.CompletedProcess(args, 137, "", "killed")
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(sweep_module.subprocess, "run", flaky)
+    result = sweep(["grpo"], [0, 1], tmp_path / "sweep", overrides=overrides, jobs=2)
+    assert [r["status"] for r in result] == ["done", "done"]
+    assert result[1]["attempts"] == [137, 0] and result[0]["attempts"] == [0]
+    again = sweep(["grpo"], [0, 1], tmp_path / "sweep", overrides=overrides)
+    assert all(r["status"].startswith("skipped") for r in again)
+    with pytest.raises(Exception, match="Did you mean 'grpo'"):
+        sweep(["grp"], [0], tmp_path / "sweep")
+    failing = sweep(["grpo"], [5], tmp_path / "bad", overrides={**overrides, "policy": str(tmp_path / "missing")})
+    assert failing[0]["status"] == "failed" and len(failing[0]["attempts"]) == 2
+    assert "not a model folder" in failing[0]["error"]
