@@ -138,7 +138,7 @@ def _publish(args: argparse.Namespace) -> int:
     from .leaderboard import publish
 
     command = "python -m setgrpo_bench publish " + " ".join(args.runs)
-    for path in publish(args.runs, args.board, name=args.name, command=args.command or command):
+    for path in publish(args.runs, args.board, name=args.name, command=args.command or command, replace=args.replace):
         console.print(f"published {path}")
     return 0
 
@@ -213,6 +213,7 @@ def _add_board_parsers(commands: argparse._SubParsersAction) -> None:
     publish.add_argument("--name", help="submission name (default <agent>-<noise>-<suite hash>)")
     publish.add_argument("--board", default="leaderboard", help="board folder (holds results/)")
     publish.add_argument("--command", help="the command that produced the runs, recorded on the board")
+    publish.add_argument("--replace", action="store_true", help="replace the submission of the same name (e.g. more seeds)")
     publish.set_defaults(func=_publish)
 
 

@@ -72,6 +72,7 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
         publish([runs], board)
     with pytest.raises(SubmissionError, match="already on the board .*same config, suite and seeds"):
         publish([runs], board, name="another-name")
+    assert publish([runs], board, replace=True) == [written]  # e.g. the same agent again with more seeds
     # a half-written file and a tampered suite hash are rejected by the build, with their reasons
     (board / "results" / "broken.json").write_text('{"schema_version": 1, "name": "x"')
     tampered = json.loads(written.read_text())

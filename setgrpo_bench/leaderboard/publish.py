@@ -23,11 +23,12 @@ def _existing(results: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None = None,
-            command: str | None = None) -> list[Path]:
+            command: str | None = None, replace: bool = False) -> list[Path]:
     """Turn run folders (or a sweep folder: one submission per agent) into board files; rebuild the board.
 
     Refuses, with the reason, anything that does not validate, was made on another suite, has
-    repeated seeds, or duplicates a submission already on the board.
+    repeated seeds, or duplicates a submission already on the board (``replace`` lets a submission
+    take the place of the one with its name, e.g. the same agent with more seeds).
     """
     folders = run_folders(paths)
     by_agent: dict[str, list[Path]] = {}
@@ -48,6 +49,8 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
         for path, other in _existing(results):
             same_runs = (other.get("config_hash"), other.get("suite", {}).get("hash"), other.get("seeds")) == (
                 submission["config_hash"], submission["suite"]["hash"], submission["seeds"])
+            if replace and other.get("name") == submission["name"]:
+                continue
             if other.get("name") == submission["name"] or same_runs:
                 raise SubmissionError(f"{agent}: already on the board as {path.name} "
                                       f"({'same name' if other.get('name') == submission['name'] else 'same config, suite and seeds'})")
