@@ -122,7 +122,9 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if args.action == "build":
         console.print(f"wrote {args.board}/README.md and {args.board}/index.html ({len(frame)} submissions)")
     if args.action == "show" and not frame.empty:
-        shown = _display(frame)
+        shown = _display(frame).drop(columns=["before training", "wall time (s)"])
+        shown["macro ± SE [95% CI]"] = [f"{m:.3f} ± {se:.3f}" for m, se in zip(frame["macro"], frame["macro_se"])]
+        shown = shown.rename(columns={"macro ± SE [95% CI]": "macro ± SE"})
         table = Table(title=f"leaderboard ({args.board})")
         for column in shown.columns:
             table.add_column(column, justify="left" if column == "agent" else "right")

@@ -43,7 +43,7 @@ def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str,
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+    return "—" if value is None or value != value else f"{value:.{digits}f}"  # None or NaN: not measured
 
 
 def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
@@ -135,9 +135,10 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     fig.tight_layout()
     out["macro"] = _png(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for s in submissions:
-        ax.plot(s["curves"]["step"], s["curves"]["true_score"], label=s["agent"], alpha=0.8)
-    ax.set(xlabel="step", ylabel="train true score (mean over seeds)", title="Learning curves")
+    for s in submissions:  # moving mean over 5 steps: one step's batch is 16 prompts
+        values = pd.Series(s["curves"]["true_score"]).rolling(5, min_periods=1).mean()
+        ax.plot(s["curves"]["step"], values, label=s["agent"], alpha=0.8)
+    ax.set(xlabel="step", ylabel="train true score (mean over seeds, 5-step moving mean)", title="Learning curves")
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     out["curves"] = _png(fig)
