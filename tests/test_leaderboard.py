@@ -3,11 +3,13 @@
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from setgrpo_bench.agents import resolve_config
+from setgrpo_bench.agents.config import preset_paths
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
 from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, make_submission, publish
@@ -168,3 +170,15 @@ def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monke
     failing = sweep(["grpo"], [5], tmp_path / "bad", overrides={**overrides, "policy": str(tmp_path / "missing")})
     assert failing[0]["status"] == "failed" and len(failing[0]["attempts"]) == 2
     assert "not a model folder" in failing[0]["error"]
+
+
+def test_shipped_board_is_valid_complete_and_up_to_date(tmp_path):
+    """The committed board: every file accepted on the current suite, every preset with ≥ 5 seeds, and its
+    README what ``leaderboard build`` writes from those files (a change to the suite invalidates it here)."""
+    shipped = Path(__file__).resolve().parents[1] / "leaderboard"
+    shutil.copytree(shipped / "results", tmp_path / "results")
+    frame, rejected = build_board(tmp_path)
+    assert rejected == []
+    assert set(frame["agent"]) == set(preset_paths())
+    assert frame["seeds"].min() >= 5
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == (shipped / "README.md").read_text(encoding="utf-8")

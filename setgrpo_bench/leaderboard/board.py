@@ -118,14 +118,21 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
 
 def _png(fig: plt.Figure) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _colours(submissions: list[dict[str, Any]]) -> dict[str, Any]:
+    """One colour per agent, the same in every plot; tab20 keeps 16+ agents apart where tab10 repeats."""
+    palette = plt.get_cmap("tab20").colors
+    return {s["agent"]: palette[i % len(palette)] for i, s in enumerate(submissions)}
 
 
 def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, str]:
     """Base64 PNGs: macro with CI bars, learning curves, coverage calibration, risk vs α."""
     out = {}
+    colour = _colours(submissions)
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(frame) + 1.2))
     y = range(len(frame))[::-1]
     ax.errorbar(frame["macro"], list(y), xerr=[frame["macro"] - frame["ci_low"], frame["ci_high"] - frame["macro"]],
@@ -134,29 +141,30 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     ax.set(xlabel="macro true score (95% CI)", title="Macro true score by agent")
     fig.tight_layout()
     out["macro"] = _png(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for s in submissions:  # moving mean over 5 steps: one step's batch is 16 prompts
         values = pd.Series(s["curves"]["true_score"]).rolling(5, min_periods=1).mean()
-        ax.plot(s["curves"]["step"], values, label=s["agent"], alpha=0.8)
-    ax.set(xlabel="step", ylabel="train true score (mean over seeds, 5-step moving mean)", title="Learning curves")
-    ax.legend(fontsize=6, ncol=2)
+        ax.plot(s["curves"]["step"], values, label=s["agent"], color=colour[s["agent"]], alpha=0.9)
+    ax.set(xlabel="step", ylabel="train true score (5-step mean)",
+           title="Learning curves (mean over seeds)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out["curves"] = _png(fig)
     calibrated = [s for s in submissions if s["diagnostics"].get("coverage_ref") is not None]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for s in calibrated:
-        nominal, alpha = 1 - s["config"]["alpha_a"], s["config"]["alpha"]
-        left.scatter([nominal], [s["diagnostics"]["coverage_ref"]], marker="o", label=f"{s['agent']} (ref)")
-        left.scatter([nominal], [s["diagnostics"].get("coverage_true") or 0], marker="x", label=f"{s['agent']} (true)")
-        right.scatter([alpha], [s["diagnostics"].get("reversal_ref") or 0], marker="o", label=f"{s['agent']} (ref)")
-        right.scatter([alpha], [s["diagnostics"].get("reversal_true") or 0], marker="x", label=f"{s['agent']} (true)")
+        nominal, alpha, c = 1 - s["config"]["alpha_a"], s["config"]["alpha"], colour[s["agent"]]
+        left.scatter([nominal], [s["diagnostics"]["coverage_ref"]], marker="o", color=c, label=f"{s['agent']} (ref)")
+        left.scatter([nominal], [s["diagnostics"].get("coverage_true") or 0], marker="x", color=c,
+                     label=f"{s['agent']} (true)")
+        right.scatter([alpha], [s["diagnostics"].get("reversal_ref") or 0], marker="o", color=c)
+        right.scatter([alpha], [s["diagnostics"].get("reversal_true") or 0], marker="x", color=c)
     left.plot([0, 1], [0, 1], "k--", lw=1)
     left.set(xlabel="1 − α_a", ylabel="coverage of C", title="Coverage calibration", xlim=(0, 1), ylim=(0, 1))
     right.plot([0, 0.5], [0, 0.5], "k--", lw=1)
     right.set(xlabel="α", ylabel="reversal rate of accepted groups", title="Risk vs α", xlim=(0, 0.5), ylim=(0, 0.5))
-    if calibrated:
-        for ax in (left, right):
-            ax.legend(fontsize=6)
+    if calibrated:  # one legend for both panels: the same agents, colours and markers
+        right.legend(*left.get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out["calibration"] = _png(fig)
     return out
