@@ -78,11 +78,12 @@ def make_judge(config: TrainConfig) -> Any:
 
 def make_envs(config: TrainConfig) -> list[RubricEnv]:
     backend = make_judge(config)
+    profile = load_judge_profile(config.judge_profile) if backend is not None else None
     envs = []
     for name in env_names(config.envs):
         grader = None
         if backend is not None:
-            grader = LLMJudgeGrader(backend, load_judge_profile(config.judge_profile), load_env_benchmark(name).score_rule)
+            grader = LLMJudgeGrader(backend, profile, load_env_benchmark(name).score_rule)
         envs.append(RubricEnv(name, split="train", noise=config.noise, grader=grader))
     for k, env in enumerate(envs):
         env.reset(seed=config.seed * 1_000 + k)
