@@ -115,12 +115,15 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from .leaderboard import build_board
+    from .leaderboard import board_frame, build_board, load_board
     from .leaderboard.board import _display
 
-    frame, rejected = build_board(args.board)
     if args.action == "build":
+        frame, rejected = build_board(args.board)
         console.print(f"wrote {args.board}/README.md and {args.board}/index.html ({len(frame)} submissions)")
+    else:  # show reads the board and writes nothing
+        submissions, rejected = load_board(args.board)
+        frame = board_frame(submissions)
     if args.action == "show" and not frame.empty:
         shown = _display(frame).drop(columns=["before training", "wall time (s)"])
         shown["macro ± SE [95% CI]"] = [f"{m:.3f} ± {se:.3f}" for m, se in zip(frame["macro"], frame["macro_se"])]

@@ -90,9 +90,11 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
     assert "different suite" in reasons["tampered.json"]
     assert "'macro' is a required property" in reasons["missing.json"]
     assert "## Rejected files" in (board / "README.md").read_text()
+    (board / "README.md").unlink()
     assert main(["leaderboard", "show", "--board", str(board)]) == 0
     out = capsys.readouterr().out
     assert "grpo" in out and "rejected tampered.json" in out
+    assert not (board / "README.md").exists()  # show reads the board, it does not rebuild it
 
 
 def test_publish_refuses_unfinished_mixed_and_repeated_seed_runs(runs, tmp_path):
