@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import Trainer, resolve_config
+from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.agents.geometry import GradientGeometry
 from setgrpo_bench.harness.allocator import keep_freed_memory
-from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.harness.suite import make_envs
+from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.policy import load_policy
 
 
@@ -21,14 +22,14 @@ def trainer():
     keep_freed_memory()
     config = resolve_config("grpo", {"noise": "realistic"})
     torch.manual_seed(0)
-    trainer = Trainer(config, load_policy("tiny"), make_envs(config), np.random.default_rng(0))
+    trainer = Trainer(config, load_policy("tiny"), make_envs(config))
     trainer.step()  # warm up: cold processes are several times slower
     return trainer
 
 
 @pytest.fixture(scope="module")
 def batch(trainer):
-    return trainer.sample_batch()
+    return trainer.collect(16)
 
 
 def test_rollout(benchmark, trainer, batch):
@@ -39,17 +40,16 @@ def test_rollout(benchmark, trainer, batch):
 def test_grading(benchmark, trainer, batch):
     def grade():
         env = trainer.envs[0]
-        env.reset(options={"index": 0})
+        task = env.benchmark.instance("train", 0)
         for b in range(16):
-            env.grade_group(batch.rollout.texts[b * 8 : (b + 1) * 8])
+            env.grade_group(batch.groups.rollout.texts[b * 8 : (b + 1) * 8], task=task)
 
     benchmark.pedantic(grade, rounds=5, warmup_rounds=1)
 
 
 def test_update(benchmark, trainer, batch):
-    decision = trainer.agent.decide(batch.groups)
-    args = (batch.rollout, decision.coefficients.reshape(-1), decision.accepted.reshape(-1))
-    benchmark.pedantic(trainer.optimise, args=args, rounds=3, warmup_rounds=1)
+    decision = trainer.agent.decide(batch.groups, {}, {})
+    benchmark.pedantic(trainer.optimise, args=(batch.groups.rollout, decision), rounds=3, warmup_rounds=1)
 
 
 def test_setgrpo_geometry(benchmark, trainer, batch):

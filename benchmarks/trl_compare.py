@@ -20,10 +20,11 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from setgrpo_bench.agents import Trainer, resolve_config
+from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.envs import RubricEnv
 from setgrpo_bench.harness.allocator import keep_freed_memory
-from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.harness.suite import make_envs
+from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.policy import build_tiny, load_policy
 from setgrpo_bench.policy.model import RESPONSE_MARKER
 
@@ -43,7 +44,7 @@ class StepTimer(TrainerCallback):
 
 def ours(config, steps: int) -> list[float]:
     torch.manual_seed(0)
-    trainer = Trainer(config, load_policy("tiny"), make_envs(config), np.random.default_rng(0))
+    trainer = Trainer(config, load_policy("tiny"), make_envs(config))
     times = []
     for _ in range(steps + 1):
         start = time.perf_counter()
@@ -75,11 +76,11 @@ def trl(config, steps: int) -> list[float]:
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=config.groups_per_step * config.group_size,
-            num_generations=config.group_size, max_completion_length=config.max_new_tokens,
-            temperature=config.temperature, top_p=config.top_p, top_k=0, learning_rate=config.lr,
-            beta=config.beta, epsilon=config.epsilon_low, loss_type="grpo", num_iterations=config.mu,
-            max_grad_norm=config.max_grad_norm, max_steps=steps + 1, logging_steps=1, report_to=[],
+            output_dir=out, per_device_train_batch_size=config.run.groups_per_step * config.run.group_size,
+            num_generations=config.run.group_size, max_completion_length=config.rollout.max_new_tokens,
+            temperature=config.rollout.temperature, top_p=config.rollout.top_p, top_k=0,
+            learning_rate=config.objective.lr, beta=config.objective.beta, epsilon=config.objective.epsilon_low,
+            loss_type="grpo", num_iterations=config.objective.mu, max_grad_norm=config.objective.max_grad_norm, max_steps=steps + 1, logging_steps=1, report_to=[],
             save_strategy="no", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, lr_scheduler_type="constant",
             warmup_steps=0,
         )

@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     from .harness import run
 
     config = _config(args)
-    out = args.out or f"runs/{config.agent}-seed{config.seed}"
+    out = args.out or f"runs/{config.run.agent}-seed{config.run.seed}"
     run(config, out, resume=args.resume, overwrite=args.overwrite, console=console)
     console.print(f"run directory: {out}")
     return 0
@@ -94,7 +94,7 @@ def _diagnose(args: argparse.Namespace) -> int:
     from .harness.diagnose import diagnose
 
     config = _config(args)
-    out = args.out or f"runs/diagnose-{config.agent}-seed{config.seed}"
+    out = args.out or f"runs/diagnose-{config.run.agent}-seed{config.run.seed}"
     diagnose(config, n_groups=args.groups, alphas_a=args.alphas_a, alphas=args.alphas, repeats=args.repeats,
              out=out, console=console)
     console.print(f"diagnostics: {out}/diagnose.json, {out}/diagnose.png")
@@ -149,7 +149,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _serve_judge(args: argparse.Namespace) -> int:
-    from .graders.serve import make_server
+    from .judges.serve import make_server
 
     server = make_server(args.path, host=args.host, port=args.port, model_name=args.model_name)
     host, port = server.server_address[:2]
@@ -162,13 +162,16 @@ def _serve_judge(args: argparse.Namespace) -> int:
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
-    from .agents.config import FIELDS
+    from dataclasses import fields
 
-    overrides = parser.add_argument_group("overrides of the preset (any config field)")
-    for name, f in FIELDS.items():
-        if name != "agent":
-            overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
-                                   help=f"{f.metadata['help']} (default {f.default!r})".replace("%", "%%"))
+    from .agents.config import GROUPS
+
+    for group_name, group in GROUPS.items():
+        overrides = parser.add_argument_group(f"overrides of the preset: {group_name} ({group.__doc__.rstrip('.')})")
+        for f in fields(group):
+            if f.name != "agent":
+                overrides.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, metavar=type(f.default).__name__.upper(),
+                                       help=f"{f.metadata['help']} (default {f.default!r})".replace("%", "%%"))
 
 
 def _add_run_parser(commands: argparse._SubParsersAction) -> None:

@@ -6,11 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from setgrpo_bench.agents import Groups, RuleAgent, Trainer, resolve_config
+from setgrpo_bench.agents import Groups, RuleAgent, resolve_config
 from setgrpo_bench.agents import coefficients as co
-from setgrpo_bench.agents.config import budget_matched_repeats, preset_paths
+from setgrpo_bench.agents.config import budget_matched_repeats, load_preset, preset_paths
 from setgrpo_bench.harness import run
-from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.harness.suite import make_envs
+from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.policy import load_policy
 
 RULES = sorted(co.COEFFICIENT_RULES)
@@ -101,14 +102,14 @@ def _groups_with_judge(rewards):
 def test_rule_agent_feeds_criterion_level_rules_and_drops_left_out_responses():
     rewards = np.array([[0.1, 0.5, 0.9], [0.2, np.nan, 0.7]])
     groups, task = _groups_with_judge(rewards)
-    s = RuleAgent("s_grpo").decide(groups)
+    s = RuleAgent("s_grpo").decide(groups, {}, {})
     weights = np.abs(task.points) / np.abs(task.points).sum()
     assert np.allclose(s.coefficients[0], co.s_grpo_coefficients(rewards[0], flip_rate=float(weights @ np.full(len(weights), 0.15))))
-    nc = RuleAgent("noise_corrected").decide(groups)
+    nc = RuleAgent("noise_corrected").decide(groups, {}, {})
     expected = co.grpo_coefficients(co.corrected_scores(groups.verdicts[0], task.points, *groups.rates[0]))
     assert np.allclose(nc.coefficients[0], expected)
     assert not nc.accepted[1, 1] and nc.coefficients[1, 1] == 0  # invalid grade left out
-    mc = RuleAgent("mc_grpo").decide(groups)
+    mc = RuleAgent("mc_grpo").decide(groups, {}, {})
     assert not mc.accepted[0, 1] and mc.accepted[0, [0, 2]].all()  # the median rollout is left out
 
 
@@ -116,9 +117,9 @@ def test_budget_matched_repeats_and_fractional_schedule(small_policy):
     setgrpo = resolve_config("setgrpo")
     k = budget_matched_repeats(setgrpo)
     assert k == pytest.approx((32 * 16 + 48 * 6 + 32 * 4 * 5) / (32 * 16))
-    assert resolve_config("grpo_kavg").judge_repeats == pytest.approx(k)
+    assert resolve_config("grpo_kavg").grading.judge_repeats == pytest.approx(k)
     config = resolve_config("grpo_kavg", {"policy": small_policy, "judge_repeats": 2.3, "envs": "MedicationGuide"})
-    trainer = Trainer(config, load_policy(small_policy), make_envs(config), np.random.default_rng(0))
+    trainer = Trainer(config, load_policy(small_policy), make_envs(config))
     repeats = [trainer._repeats() for _ in range(97)]
     assert set(repeats) == {2, 3} and sum(repeats) == math.floor(97 * 2.3)
     assert all(abs(sum(repeats[:n]) - 2.3 * n) < 1 for n in range(1, 98))  # within one group at all times
@@ -128,8 +129,10 @@ def test_budget_matched_repeats_and_fractional_schedule(small_policy):
 def test_every_agent_preset_trains_one_step(agent, small_policy, tmp_path):
     """Contract: every preset in the catalog resolves, trains and evaluates; oracles are flagged."""
     overrides = dict(policy=small_policy, envs="MedicationGuide,UnitConversion", steps=1, groups_per_step=2,
-                     group_size=3, eval_instances=1, max_new_tokens=8, warmup_groups=6, window=8)
+                     group_size=3, eval_instances=1, max_new_tokens=8)
+    if load_preset(agent).get("selector") == "setgrpo":
+        overrides.update(warmup_groups=6, window=8)
     config = resolve_config(agent, overrides)
     result = run(config, tmp_path / agent)
-    assert result["oracle"] == config.oracle == (agent == "grpo_oracle")
+    assert result["oracle"] == config.grading.oracle == (agent == "grpo_oracle")
     assert math.isfinite(result["final"]["macro_true_score"])

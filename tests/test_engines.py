@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import Trainer, grpo_loss, resolve_config
+from setgrpo_bench.agents import resolve_config
+from setgrpo_bench.agents.objective import grpo_loss
 from setgrpo_bench.errors import ConfigError
-from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.harness.suite import make_envs
+from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -47,7 +49,7 @@ def test_vllm_rollouts_match_the_trainer_and_follow_weight_pushes(small_policy):
 
 
 def _to_cuda(rollout):
-    from setgrpo_bench.agents.trainer import _to
+    from setgrpo_bench.harness.trainer import _to
 
     return _to(rollout, torch.device("cuda"))
 
@@ -82,7 +84,7 @@ def test_trainer_corrects_for_an_engine_that_samples_elsewhere(small_policy):
     config = resolve_config("grpo", {"policy": small_policy, "envs": "MedicationGuide", "groups_per_step": 4,
                                      "group_size": 4, "max_new_tokens": 12, "noise": "realistic"})
     torch.manual_seed(0)
-    trainer = Trainer(config, load_policy(small_policy), make_envs(config), np.random.default_rng(0))
+    trainer = Trainer(config, load_policy(small_policy), make_envs(config))
     trainer.engine = _ElsewhereEngine(trainer.policy, trainer.engine.config)
     metrics = trainer.step()
     assert metrics["accepted_groups"] > 0

@@ -78,8 +78,8 @@ def test_step_needs_reset_and_accepts_unicode():
 def test_group_helper_equals_reset_step_loop(medication):
     responses = medication.examples(medication.instance("train", 2), np.random.default_rng(0), 8)
     env = gym.make("setgrpo/MedicationGuide-v0", noise="realistic").unwrapped
-    env.reset(seed=3, options={"index": 2})
-    batched = env.grade_group(responses)
+    _, info = env.reset(seed=3, options={"index": 2})
+    batched = env.grade_group(responses, task=info["task_id"])
     env.reset(seed=3, options={"index": 2})
     looped = []
     for r in responses:

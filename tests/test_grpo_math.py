@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import grpo_coefficients, grpo_loss, group_coefficients
+from setgrpo_bench.agents import grpo_coefficients, group_coefficients
+from setgrpo_bench.agents.objective import grpo_loss
 from setgrpo_bench.errors import UnknownNameError
 
 

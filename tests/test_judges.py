@@ -10,8 +10,9 @@ import pytest
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.graders.endpoint import EndpointJudge, JudgeEndpointError
-from setgrpo_bench.graders.llm_judge import LLMJudgeGrader, TransformersJudge, load_judge_profile, parse_verdict, tempered
-from setgrpo_bench.graders.serve import _Handler, make_server
+from setgrpo_bench.graders.llm_judge import LLMJudgeGrader, load_judge_profile, parse_verdict, tempered
+from setgrpo_bench.judges import TransformersJudge
+from setgrpo_bench.judges.serve import _Handler, make_server
 from setgrpo_bench.harness import run
 from setgrpo_bench.tasks.benchmark import task_from_line
 from setgrpo_bench.tasks.scoring import rubric_score

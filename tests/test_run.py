@@ -9,7 +9,7 @@ from setgrpo_bench.cli import main
 from setgrpo_bench.errors import ConfigError, UnknownNameError
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.rundir import RunDirError
-from setgrpo_bench.policy.model import PolicyError, load_policy
+from setgrpo_bench.policy import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
 
 from conftest import SMALL, Killed, kill_after
@@ -81,7 +81,7 @@ def test_out_dir_with_another_run_is_refused(small_policy, tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(small_policy, tmp_path, monkeypatch):
-    from setgrpo_bench.agents import trainer as trainer_module
+    from setgrpo_bench.harness import trainer as trainer_module
     from setgrpo_bench.harness import TrainingStopped
 
     real = trainer_module.grpo_loss

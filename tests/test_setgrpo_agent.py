@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import Groups, TrainConfig, Trainer, resolve_config
+from setgrpo_bench.agents import Groups, SetGRPOAgent, TrainConfig, resolve_config
 from setgrpo_bench.agents import setgrpo_math as sm
-from setgrpo_bench.agents.geometry import GradientGeometry, parse_geometry, sequence_weights
-from setgrpo_bench.agents.setgrpo import SetGRPOAgent, SetGRPOParams
+from setgrpo_bench.agents.config import parse_geometry
+from setgrpo_bench.agents.geometry import GradientGeometry, sequence_weights
 from setgrpo_bench.errors import ConfigError
 from setgrpo_bench.graders import RubricGrader
 from setgrpo_bench.harness import run
-from setgrpo_bench.harness.run import make_envs
+from setgrpo_bench.harness.suite import make_envs
+from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
 from setgrpo_bench.policy.engine import token_logprobs
 
@@ -69,17 +70,6 @@ def test_bad_geometry_specs(spec):
         parse_geometry(spec)
 
 
-class _Reference:
-    """Returns fixed reference rewards per group (keyed by task), counting calls."""
-
-    def __init__(self, table):
-        self.table, self.rng, self.calls = table, np.random.default_rng(0), 0
-
-    def rewards(self, env_index, task, responses):
-        self.calls += 1
-        return self.table[task], len(responses)
-
-
 def _groups(rewards, spreads=None):
     B, G = rewards.shape
     rollout = type("R", (), {"texts": [""] * (B * G)})()
@@ -87,54 +77,79 @@ def _groups(rewards, spreads=None):
     return Groups(rollout, list(range(B)), [0] * B, rewards, spreads)
 
 
+class _Harness:
+    """Plays the trainer's part for synthetic groups: K from a fixed random factor per task, and
+    fixed reference rewards per task (truth plus small noise)."""
+
+    def __init__(self, rng, truth, G):
+        self.rng, self.G, self.factors = rng, G, {}
+        self.table = {b: truth[b] + rng.normal(scale=0.03, size=G) for b in range(len(truth))}
+        self.audit_rng = np.random.default_rng(0)
+
+    def grams(self, groups, needs):
+        out = {}
+        for b, valid in needs.grams.items():
+            F = self.factors.setdefault(groups.tasks[b], self.rng.normal(size=(self.G, self.G)))[valid][:, valid]
+            out[b] = F @ F.T
+        return out
+
+    def step(self, agent, groups, *, warmup=False, update=True):
+        needs = agent.needs(groups, self.audit_rng, warmup=warmup)
+        grams, audits = self.grams(groups, needs), {b: self.table[groups.tasks[b]] for b in needs.audits}
+        decision = None if warmup else agent.decide(groups, grams, audits)
+        if update:
+            agent.update(groups, grams, audits)
+        return decision
+
+
 def _agent(rng, *, n_calib=60, G=6, **changes):
-    """An agent with a window of ``n_calib`` audited synthetic groups, K from a fixed random factor."""
-    config = TrainConfig(selector="setgrpo", window=2 * n_calib, warmup_groups=n_calib, audit_fraction=0.5, **changes)
-    params = SetGRPOParams.from_config(config)
-    factors = {}
-
-    def gram(groups, b, valid):
-        key = groups.tasks[b]
-        factors.setdefault(key, rng.normal(size=(G, G)))
-        F = factors[key][valid][:, valid]
-        return F @ F.T
-
+    """An agent whose window holds ``n_calib`` audited synthetic groups."""
+    config = TrainConfig.from_flat({"selector": "setgrpo", "window": 2 * n_calib, "warmup_groups": n_calib,
+                                    "audit_fraction": 0.5, **changes})
+    agent = SetGRPOAgent(config.setgrpo, std_floor=config.coefficients.std_floor)
     truth = rng.uniform(0, 1, size=(n_calib, G))
-    table = {b: truth[b] + rng.normal(scale=0.03, size=G) for b in range(n_calib)}
-    agent = SetGRPOAgent(params, gram, _Reference(table))
-    agent.warm_up(_groups(truth + rng.normal(scale=0.05, size=truth.shape)))
-    return agent, gram
+    harness = _Harness(rng, truth, G)
+    harness.step(agent, _groups(truth + rng.normal(scale=0.05, size=truth.shape)), warmup=True)
+    return agent, harness
 
 
 def test_warm_up_fills_disjoint_alternating_folds_and_audits_join_after_decisions():
-    agent, _ = _agent(np.random.default_rng(0))
+    agent, harness = _agent(np.random.default_rng(0))
     assert len(agent.fold(0)) == len(agent.fold(1)) == 30
     before = list(agent.window)
     q, tau = agent.quantile(), agent.threshold(agent.quantile())
-    decision = agent.decide(_groups(np.random.default_rng(1).uniform(size=(8, 6))))
-    assert decision.stats["q"] == q and decision.stats["tau"] == tau  # decided with the old window
+    groups = _groups(np.random.default_rng(1).uniform(size=(8, 6)))
+    decision = harness.step(agent, groups, update=False)
+    assert decision.stats["q"] == q and decision.stats["tau"] == tau
+    assert list(agent.window) == before  # deciding changes nothing
     audited = [r for r in decision.records if r.a_ref is not None]
-    assert len(audited) == 4 and len(agent.window) == len(before) + 4
-    assert decision.grader_calls == 4 * 6
+    assert len(audited) == 4
+    harness.step(agent, groups)
+    assert len(agent.window) == len(before) + 4  # the audits join the window in ``update``
 
 
 def test_state_round_trip_resumes_the_same_decisions():
-    agent, gram = _agent(np.random.default_rng(0))
+    agent, harness = _agent(np.random.default_rng(0))
     state = agent.state_dict()
     groups = _groups(np.random.default_rng(2).uniform(size=(8, 6)))
-    first = agent.decide(groups)
-    clone = SetGRPOAgent(agent.params, gram, _Reference(agent.auditor.table))
+    harness.audit_rng = np.random.default_rng(5)
+    first = harness.step(agent, groups)
+    clone = SetGRPOAgent(agent.params, std_floor=agent.std_floor)
     clone.load_state_dict(state)
-    again = clone.decide(groups)
+    harness.audit_rng = np.random.default_rng(5)
+    again = harness.step(clone, groups)
     assert np.array_equal(first.coefficients, again.coefficients)
     assert np.array_equal(first.accepted, again.accepted)
+    assert [g.a_hat.tolist() for _, g in agent.window] == [g.a_hat.tolist() for _, g in clone.window]
 
 
 def test_constant_groups_are_excluded_everywhere():
-    agent, _ = _agent(np.random.default_rng(0))
+    agent, harness = _agent(np.random.default_rng(0))
     rewards = np.random.default_rng(3).uniform(size=(4, 6))
     rewards[1] = 0.5
-    decision = agent.decide(_groups(rewards))
+    needs = agent.needs(_groups(rewards), np.random.default_rng(0), warmup=True)
+    assert 1 not in needs.grams and 1 not in needs.audits
+    decision = harness.step(agent, _groups(rewards))
     assert 1 not in [r.index for r in decision.records]
     assert not decision.accepted[1].any() and not decision.coefficients[1].any()
 
@@ -142,38 +157,39 @@ def test_constant_groups_are_excluded_everywhere():
 def test_each_ablation_changes_only_its_module():
     rng_rewards = np.random.default_rng(4).uniform(size=(16, 6))
     groups = _groups(rng_rewards)
-    base, _ = _agent(np.random.default_rng(0))
-    base_decision = base.decide(groups)
+    base, harness = _agent(np.random.default_rng(0))
+    base_decision = harness.step(base, groups, update=False)
 
-    no_gate, _ = _agent(np.random.default_rng(0), gate=False)
-    d = no_gate.decide(groups)
+    no_gate, harness = _agent(np.random.default_rng(0), gate=False)
+    d = harness.step(no_gate, groups, update=False)
     assert all(r.accepted == r.certifiable for r in d.records)  # every certifiable group, no gate
     assert [r.score for r in d.records] == [r.score for r in base_decision.records]  # same (a), (b)
 
-    no_recovery, _ = _agent(np.random.default_rng(0), recovery=False)
-    d = no_recovery.decide(groups)
+    no_recovery, harness = _agent(np.random.default_rng(0), recovery=False)
+    d = harness.step(no_recovery, groups, update=False)
     assert all(np.array_equal(r.executed, r.a_hat) for r in d.records)
     assert all(r.score == pytest.approx(sm.certified_radius_ratio(r.gram, r.a_hat, r.rho)) for r in d.records)
     assert d.stats["q"] == base_decision.stats["q"]  # same (a)
 
-    no_calib, _ = _agent(np.random.default_rng(0), calibrate=False, fixed_q=0.7)
-    d = no_calib.decide(groups)
+    no_calib, harness = _agent(np.random.default_rng(0), calibrate=False, fixed_q=0.7)
+    d = harness.step(no_calib, groups, update=False)
     assert d.stats["q"] == 0.7
     assert all(np.allclose(r.rho, 0.7 * r.sigma) for r in d.records)
 
 
 def test_too_few_calibration_groups_accept_nothing():
-    agent, _ = _agent(np.random.default_rng(0), n_calib=8, alpha_a=0.1)  # D1 of 4: k = ⌈5·0.9⌉ = 5 > 4 → q = ∞
-    decision = agent.decide(_groups(np.random.default_rng(5).uniform(size=(4, 6))))
+    agent, harness = _agent(np.random.default_rng(0), n_calib=8, alpha_a=0.1)  # D1 of 4: k = ⌈5·0.9⌉ = 5 > 4 → q = ∞
+    decision = harness.step(agent, _groups(np.random.default_rng(5).uniform(size=(4, 6))))
     assert decision.stats["q"] == math.inf and not decision.accepted.any()
 
 
 SMALL_RUN = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=4, group_size=4, eval_instances=2,
-                 max_new_tokens=12, warmup_groups=8, window=16, audit_fraction=0.5)
+                 max_new_tokens=12)
+SMALL_WINDOW = dict(warmup_groups=8, window=16, audit_fraction=0.5)
 
 
 def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy, tmp_path):
-    config = resolve_config("setgrpo", {**SMALL_RUN, "policy": small_policy})
+    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy})
     full = run(config, tmp_path / "a")
     metrics = [__import__("json").loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     for key in ("q", "tau", "uncertifiable", "coverage_ref", "coverage_true", "reversal_true", "audit_calls"):
@@ -193,12 +209,13 @@ def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy
 def test_true_scores_reach_the_update_only_for_the_oracle(small_policy, monkeypatch, agent, oracle):
     """Two trainers with the same seed; in one, every grade's true score is replaced by noise.
     Non-oracle agents must produce bit-identical parameters; the oracle must not."""
-    overrides = {**SMALL_RUN, "policy": small_policy, "oracle": oracle, "noise": "realistic"}
+    overrides = {**SMALL_RUN, **(SMALL_WINDOW if agent == "setgrpo" else {}), "policy": small_policy,
+                 "oracle": oracle, "noise": "realistic"}
     config = resolve_config(agent, overrides)
 
     def trained():
         torch.manual_seed(0)
-        trainer = Trainer(config, load_policy(small_policy), make_envs(config), np.random.default_rng(0))
+        trainer = Trainer(config, load_policy(small_policy), make_envs(config))
         trainer.step()
         return torch.cat([p.detach().reshape(-1) for p in trainer.policy.model.parameters()])
 
@@ -222,8 +239,8 @@ def _synthetic_samples(rng, n, G=6, noise=0.3):
         truth = rng.uniform(size=G)
         observed, reference = truth + rng.normal(scale=noise * 0.1, size=G), truth + rng.normal(scale=0.01, size=G)
         F = rng.normal(size=(G, G))
-        out.append(GroupSample(grpo_coefficients(observed), grpo_coefficients(reference), grpo_coefficients(truth),
-                               sm.response_scales(observed, np.full(G, 0.05)), F @ F.T))
+        out.append(GroupSample(grpo_coefficients(observed), grpo_coefficients(reference),
+                               sm.response_scales(observed, np.full(G, 0.05)), F @ F.T, grpo_coefficients(truth)))
     return out
 
 

@@ -1,13 +1,13 @@
-"""Agents: coefficient rules or SetGRPO, plus the shared GRPO objective (DESIGN §7, §8)."""
+"""Agents: coefficient rules or SetGRPO (DESIGN §7, §8). Everything here is torch-free except the GRPO
+objective (``agents.objective``) and the gradient geometry (``agents.geometry``)."""
 
-from .base import Agent, Decision, Groups, RuleAgent
+from .base import Agent, Decision, Groups, Needs, RuleAgent
+from .build import build_agent
 from .coefficients import COEFFICIENT_RULES, grpo_coefficients, group_coefficients
-from .config import TrainConfig, load_preset, resolve_config
-from .objective import LOSS_TYPES, grpo_loss
+from .config import LOSS_TYPES, TrainConfig, load_preset, resolve_config
 from .setgrpo import SetGRPOAgent
-from .trainer import Trainer
 
 __all__ = [
-    "COEFFICIENT_RULES", "LOSS_TYPES", "Agent", "Decision", "Groups", "RuleAgent", "SetGRPOAgent", "TrainConfig",
-    "Trainer", "grpo_coefficients", "grpo_loss", "group_coefficients", "load_preset", "resolve_config",
+    "COEFFICIENT_RULES", "LOSS_TYPES", "Agent", "Decision", "Groups", "Needs", "RuleAgent", "SetGRPOAgent",
+    "TrainConfig", "build_agent", "grpo_coefficients", "group_coefficients", "load_preset", "resolve_config",
 ]

@@ -1,23 +1,33 @@
 """What an agent sees of a step and what it decides (DESIGN §7).
 
 An agent turns one step's groups into per-response training coefficients and an accept mask; the
-shared GRPO objective does the rest. ``Groups`` holds only test-time information (observed judge
-scores and the judge's own spreads): the true rubric score is not part of it, so no agent can train
-on it (the oracle baseline is handed true scores *as* its rewards, and is flagged as such).
+shared GRPO objective does the rest. A step talks to an agent in three calls:
+
+    needs = agent.needs(groups, rng)              which groups need a Gram matrix K, which are audited
+    decision = agent.decide(groups, grams, audits) pure: coefficients and accept mask
+    agent.update(groups, grams, audits)            what the agent learns from the step (its window)
+
+The harness computes the Gram matrices and the reference audits in between, so an agent never
+touches a model or a grader. ``Groups`` holds only test-time information (observed judge scores and
+the judge's own spreads): the true rubric score is not part of it, so no agent can train on it (the
+oracle baseline is handed true scores *as* its rewards, and is flagged as such).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ConfigError
-from ..policy.engine import Rollout
 from ..tasks.model import TaskInstance
 from .coefficients import group_coefficients
+
+if TYPE_CHECKING:
+    from ..policy.engine import Rollout
 
 
 @dataclass
@@ -70,21 +80,39 @@ class Decision:
     accepted: np.ndarray
     stats: dict[str, float] = field(default_factory=dict)
     records: list[GroupRecord] = field(default_factory=list)
-    grader_calls: int = 0  # judge calls spent by the agent itself (audits)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What an agent asks the harness to compute before it decides: the Gram matrix of the responses
+    ``grams[b]`` (a (G,) bool mask) of group b, and reference grades of the groups ``audits``."""
+
+    grams: dict[int, np.ndarray] = field(default_factory=dict)
+    audits: tuple[int, ...] = ()
+
+
+Grams = Mapping[int, np.ndarray]
+"""Group index → K (G_valid × G_valid) over the responses the agent asked for."""
+Audits = Mapping[int, np.ndarray]
+"""Group index → the reference grader's scores of the group's G responses (NaN where it failed)."""
 
 
 class Agent(ABC):
     """Base class. Stateful agents (SetGRPO's calibration window) save and restore their state."""
 
-    warmup_groups: int = 0  # groups to audit from the initial policy before the first update
+    warmup_groups: int = 0  # groups of the initial policy to audit before the first update
+
+    def needs(self, groups: Groups, rng: np.random.Generator, *, warmup: bool = False) -> Needs:
+        """Gram matrices and audits this agent wants for ``groups`` (``warmup``: a calibration-only
+        batch of the initial policy). ``rng`` picks audited groups."""
+        return Needs()
 
     @abstractmethod
-    def decide(self, groups: Groups) -> Decision:
-        """Coefficients and accept mask for one step's groups."""
+    def decide(self, groups: Groups, grams: Grams, audits: Audits) -> Decision:
+        """Coefficients and accept mask for one step's groups; changes nothing in the agent."""
 
-    def warm_up(self, groups: Groups) -> int:
-        """Use groups of the initial policy for calibration only; returns the judge calls spent."""
-        return 0
+    def update(self, groups: Groups, grams: Grams, audits: Audits) -> None:
+        """Learn from a step's audits, after its decision (or from the warm-up batch)."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -117,7 +145,7 @@ class RuleAgent(Agent):
             return {}, {"flip_rate": float(weights @ (0.5 * (fp + fn)))}
         return {"verdicts": groups.verdicts[b]}, {"points": points, "false_positive": fp, "false_negative": fn}
 
-    def decide(self, groups: Groups) -> Decision:
+    def decide(self, groups: Groups, grams: Grams, audits: Audits) -> Decision:
         rows = []
         for b, rewards in enumerate(groups.rewards):
             per_response, extra = self._inputs(groups, b)

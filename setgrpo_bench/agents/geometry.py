@@ -22,18 +22,9 @@ from torch.func import functional_call, grad, vmap
 
 from ..errors import ConfigError
 from ..policy.engine import Rollout
+from .config import parse_geometry
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
-
-
-def parse_geometry(spec: str) -> tuple[str, int]:
-    """``full`` | ``identity`` | ``last:N`` | ``sketch:D`` → (kind, size)."""
-    kind, _, arg = str(spec).partition(":")
-    if kind in ("full", "identity") and not arg:
-        return kind, 0
-    if kind in ("last", "sketch") and arg.isdigit() and int(arg) >= 1:
-        return kind, int(arg)
-    raise ConfigError("geometry", spec, "'full', 'identity', 'last:N' or 'sketch:D' with a positive integer")
 
 
 def sequence_weights(mask: torch.Tensor, loss_type: str, max_new_tokens: int) -> torch.Tensor:

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import UnknownNameError
-
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+from .config import LOSS_TYPES
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,15 @@ K = ΦᵀΦ of per-response gradients (G×G, PSD), radii ρ = q·σ.
 (b) Geometry-Guided Safe Recovery — ``worst_case_alignment``, ``anchor``, ``safe_recovery_ratio``:
     f(c) = min_{a∈C} cᵀKa; the anchor a0 = argmin_{a∈C} aᵀKa has f(a0) ≥ 0; λ* is the largest
     step from a0 towards â that keeps f ≥ 0.
-(c) Selective Risk-Gated Optimization — ``threshold_grid``, ``binomial_p_value``, ``ltt_threshold``:
-    Learn-then-Test with fixed-sequence testing certifies P(E = 1 | s ≥ τ̂) ≤ α with prob. ≥ 1 − δ.
+(c) Selective Risk-Gated Optimization — ``threshold_grid``, ``binomial_p_value``, ``ltt_threshold``,
+    composed with (a)+(b) in ``calibrate_threshold``: Learn-then-Test with fixed-sequence testing
+    certifies P(E = 1 | s ≥ τ̂) ≤ α with prob. ≥ 1 − δ.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,9 +26,9 @@ from scipy.stats import binom
 
 from ..errors import ConfigError
 
-UNCERTIFIABLE = -1.0
+UNCERTIFIABLE = -math.inf
 """Score of a group whose anchor has (numerically) zero energy: 0-like updates are in C, so no
-direction can be certified; such a group is never executed."""
+direction can be certified; such a group is never executed (no threshold accepts it)."""
 
 
 def _check_level(name: str, value: float) -> None:
@@ -260,7 +262,7 @@ def decide_group(
 ) -> GroupDecision:
     """Score s_g and executed coefficients c_g of one group.
 
-    ``recovery=True`` (SetGRPO): s = λ*, c = c(λ*), or s = −1 when the anchor is uncertifiable.
+    ``recovery=True`` (SetGRPO): s = λ*, c = c(λ*), or s = ``UNCERTIFIABLE`` when the anchor is.
     ``recovery=False`` (ablation): s = certified radius ratio, c = â.
     """
     a_hat, rho = np.asarray(a_hat, float), np.asarray(rho, float)
@@ -332,3 +334,35 @@ def ltt_threshold(
             break
         chosen = float(tau)
     return chosen
+
+
+@dataclass(frozen=True)
+class AuditedGroup:
+    """One calibration group: observed â, reference a*, scales σ and Gram K at the time of its audit."""
+
+    a_hat: np.ndarray
+    a_ref: np.ndarray
+    sigma: np.ndarray
+    gram: np.ndarray
+
+
+GroupDecider = Callable[..., GroupDecision]
+
+
+def calibrate_threshold(
+    d1: Sequence[AuditedGroup], d2: Sequence[AuditedGroup], q: float, *, alpha: float, delta: float,
+    levels: np.ndarray, recovery: bool = True, decide: GroupDecider = decide_group,
+) -> float:
+    """τ̂ of module (c) at radius multiplier q (DESIGN §8c).
+
+    The grid is fixed on D1 alone (the score quantiles of D1's certifiable groups at ``levels``);
+    Learn-then-Test then runs on D2 alone (its scores and reversal events E = 1{cᵀKa* < 0}), so the
+    threshold's risk certificate holds on data the grid never saw. ``decide`` is ``decide_group`` or a
+    memoised equivalent (``diagnose`` reuses decisions across repeated splits).
+    """
+    score = lambda g: decide(g.gram, g.a_hat, q * g.sigma, recovery=recovery)  # noqa: E731
+    grid = threshold_grid(np.array([d.score for d in map(score, d1) if d.certifiable]), levels)
+    decisions = [score(g) for g in d2]
+    scores = np.array([d.score for d in decisions])
+    events = np.array([reversal(d.coefficients, g.gram, g.a_ref) for d, g in zip(decisions, d2)], dtype=bool)
+    return ltt_threshold(grid, scores, events, alpha=alpha, delta=delta)

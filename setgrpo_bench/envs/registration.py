@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -44,8 +45,13 @@ def register_env(
         "split_sizes": {s: benchmark.size(s) for s in SPLITS},
     }
     if new_id in gym.registry:
+        if gym.registry[new_id].kwargs == kwargs:
+            return new_id  # the same benchmark again (e.g. the catalog re-registered): nothing changes
+        warnings.warn(f"{new_id} is already registered (benchmark {gym.registry[new_id].kwargs['benchmark']!r}, "
+                      f"grader {gym.registry[new_id].kwargs['noise']!r}); replacing it with grader {kwargs['noise']!r}. "
+                      "Register under another version to keep both.", stacklevel=2)
         del gym.registry[new_id]
-    gym.register(id=new_id, entry_point=ENTRY_POINT, kwargs=kwargs, disable_env_checker=True)
+    gym.register(id=new_id, entry_point=ENTRY_POINT, kwargs=kwargs)
     return new_id
 
 

@@ -104,12 +104,20 @@ class RubricEnv(gym.Env[str, str]):
         self.task = None
         return "", grade.score, True, False, info
 
-    def grade_group(self, responses: Sequence[str]) -> list[Grade]:
-        """Grade G responses to the current task at once; equal to G reset(index)+step calls made
-        from the same ``np_random`` stream. Leaves the task in place for further groups."""
-        if self.task is None:
-            raise ResetNeeded("call reset() to pick the task before grading a group")
-        return self.grader.grade_group(self.task, list(responses), self.np_random)
+    def grade_group(self, responses: Sequence[str], *, task: TaskInstance | str,
+                    rng: np.random.Generator | None = None) -> list[Grade]:
+        """Grade G responses to ``task`` (an instance or a task id such as ``info["task_id"]``) at
+        once, from ``rng`` (default: the env's ``np_random``). Equal to G ``reset(options={"task_id":
+        ...})`` + ``step`` calls made from the same stream; the episode state is not touched."""
+        if isinstance(task, str):
+            name, split, index = _parse_task_id(task, self.benchmark.name)
+            task = self.benchmark.instance(split, index)
+        return self.grader.grade_group(task, list(responses), self.np_random if rng is None else rng)
+
+    def judge_error_rates(self, task: TaskInstance) -> tuple[np.ndarray, np.ndarray] | None:
+        """The judge's stated (false-positive, false-negative) rate per criterion of ``task``, or None
+        when it states none (LLM judges): test-time knowledge a practitioner has of a calibrated judge."""
+        return self.grader.stated_rates(task)
 
     def render(self) -> str | None:
         """``ansi``: the current prompt, or the last response with its grade."""

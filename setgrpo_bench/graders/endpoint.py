@@ -24,6 +24,12 @@ class JudgeEndpointError(SetgrpoBenchError):
     """The endpoint refused the request for a reason retrying cannot fix (e.g. an unknown model)."""
 
 
+def endpoint_base(url: str) -> str:
+    """The API root of an endpoint URL: ``…/v1`` (added when missing)."""
+    base = url.rstrip("/")
+    return base if base.endswith("/v1") else base + "/v1"
+
+
 class EndpointJudge:
     """Answers judge questions through ``/v1/chat/completions`` (or ``/v1/completions``)."""
 
@@ -34,8 +40,7 @@ class EndpointJudge:
         if api_key_env and api_key_env not in os.environ:
             raise ConfigError("judge_api_key_env", api_key_env, "the name of a set environment variable",
                               f"Export {api_key_env}=... before the run.")
-        base = url.rstrip("/")
-        self.base = base if base.endswith("/v1") else base + "/v1"
+        self.base = endpoint_base(url)
         self.model, self.api_key_env, self.chat = model, api_key_env, chat
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.max_attempts, self.backoff_s = max_attempts, backoff_s

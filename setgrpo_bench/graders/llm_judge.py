@@ -2,8 +2,8 @@
 the verdicts is the model's own.
 
 Two backends behind one grader:
-* ``TransformersJudge`` — a local causal LM (any transformers folder, or the embedded ``tiny`` for
-  plumbing). The verdict is sampled from the model's own two-way distribution over the answer
+* ``TransformersJudge`` (``setgrpo_bench.judges``, above the policy layer) — a local causal LM (any
+  transformers folder, or the embedded ``tiny`` for plumbing). The verdict is sampled from the model's own two-way distribution over the answer
   tokens " yes"/" no" at temperature T: p_T(yes) = p_yes^{1/T} / (p_yes^{1/T} + p_no^{1/T}).
 * ``EndpointJudge`` (``endpoint.py``) — an OpenAI-compatible server (vLLM, TGI, a hosted API). The
   server samples an answer text, which is parsed (HealthBench's ``{"criteria_met": true}`` or a
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from ..catalog import catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
@@ -122,47 +121,6 @@ class JudgeBackend(Protocol):
     """Answers a batch of questions: per question, P(yes) (local models) or an answer text (endpoints)."""
 
     def identity(self) -> dict[str, Any]: ...
-
-
-class TransformersJudge:
-    """A local causal LM judge: P(yes) from the next-token distribution over " yes" and " no"."""
-
-    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int = 64) -> None:
-        from ..policy.model import load_policy
-
-        self.policy = load_policy(path, device)
-        self.batch_size = batch_size
-        tok = self.policy.tokenizer
-        self.answer_ids = [tok(" yes", add_special_tokens=False)["input_ids"][0],
-                           tok(" no", add_special_tokens=False)["input_ids"][0]]
-        # a question longer than the context keeps its end, where the answer follows
-        tok.truncation_side = "left"
-        self.context = context_length(self.policy.model)
-        if self.answer_ids[0] == self.answer_ids[1]:
-            raise ConfigError("judge", str(path), "a tokenizer where ' yes' and ' no' start with different tokens")
-
-    def identity(self) -> dict[str, Any]:
-        return {"kind": "transformers", "policy": self.policy.name, "hash": self.policy.fingerprint()}
-
-    @torch.no_grad()
-    def yes_probabilities(self, questions: Sequence[str], system: str = "") -> np.ndarray:
-        """P(yes) / (P(yes) + P(no)) for the first answer token of each question, shape (N,) (T = 1)."""
-        tok, model = self.policy.tokenizer, self.policy.model
-        out = []
-        for start in range(0, len(questions), self.batch_size):
-            chunk = [self.policy.format_prompt((system + "\n\n" if system else "") + q) for q in questions[start : start + self.batch_size]]
-            enc = tok(chunk, return_tensors="pt", padding=True, truncation=True, max_length=self.context).to(self.policy.device)
-            positions = (enc["attention_mask"].cumsum(1) - 1).clamp(min=0)
-            logits = model(**enc, position_ids=positions).logits[:, -1].float()
-            pair = torch.log_softmax(logits, dim=-1)[:, self.answer_ids]
-            out.append(torch.softmax(pair, dim=-1)[:, 0].cpu().numpy())
-        return np.concatenate(out) if out else np.zeros(0)
-
-
-def context_length(model: torch.nn.Module) -> int:
-    """Positions the model can attend to (``max_position_embeddings`` or GPT-2's ``n_positions``)."""
-    config = model.config
-    return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048))
 
 
 def tempered(p_yes: np.ndarray, temperature: float) -> np.ndarray:

@@ -30,24 +30,19 @@ from scipy.stats import beta as beta_dist  # noqa: E402
 from ..agents import setgrpo_math as sm  # noqa: E402
 from ..agents.coefficients import group_coefficients  # noqa: E402
 from ..agents.config import TrainConfig  # noqa: E402
-from ..agents.setgrpo import SetGRPOAgent  # noqa: E402
-from ..agents.trainer import Trainer  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
-from ..policy.model import load_policy  # noqa: E402
+from ..policy import load_policy  # noqa: E402
 from .allocator import keep_freed_memory  # noqa: E402
 from .rundir import write_json  # noqa: E402
-from .run import make_envs  # noqa: E402
+from .suite import make_envs  # noqa: E402
+from .trainer import Trainer  # noqa: E402
 
 
 @dataclass(frozen=True)
-class GroupSample:
-    """One audited group: observed â, reference a*, true a_true, scales σ, Gram K."""
+class GroupSample(sm.AuditedGroup):
+    """One audited group: observed â, reference a*, scales σ, Gram K, and the true a_true."""
 
-    a_hat: np.ndarray
-    a_ref: np.ndarray
     a_true: np.ndarray
-    sigma: np.ndarray
-    gram: np.ndarray
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -59,26 +54,27 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
-    """Sample, grade, audit and measure ``n_groups`` groups from the config's policy (non-constant only)."""
-    torch.manual_seed(config.seed)
-    trainer = Trainer(config, load_policy(config.policy, config.device), make_envs(config), np.random.default_rng(config.seed))
+    """Sample, grade, audit and measure ``n_groups`` groups from the config's policy (non-constant
+    groups whose reference audit succeeded), exactly as a training step would."""
+    if config.coefficients.selector != "setgrpo":
+        raise ConfigError("agent", config.run.agent, "a SetGRPO preset (selector: setgrpo)", "Try --agent setgrpo.")
+    torch.manual_seed(config.run.seed)
+    trainer = Trainer(config, load_policy(config.rollout.policy, config.rollout.device), make_envs(config))
     agent = trainer.agent
-    if not isinstance(agent, SetGRPOAgent):
-        raise ConfigError("agent", config.agent, "a SetGRPO preset (selector: setgrpo)", "Try --agent setgrpo.")
     samples: list[GroupSample] = []
     while len(samples) < n_groups:
-        batch = trainer.sample_batch()
+        batch = trainer.collect(config.run.groups_per_step)
         groups = batch.groups
-        for b in range(groups.n_groups):
-            observed = agent.observe(groups, b)
-            if observed is None or len(samples) >= n_groups:
+        needs = agent.needs(groups, trainer.audit_rng, warmup=True)
+        grams = trainer.gram_matrices(groups, needs)
+        audits, _ = trainer.audit(groups, needs)
+        for b in needs.audits:
+            valid, a_hat, sigma = agent.observe(groups, b)
+            a_ref = agent.reference_coefficients(audits[b], valid)
+            if a_ref is None or len(samples) >= n_groups:
                 continue
-            valid, a_hat, sigma = observed
-            a_ref, _ = agent.audit(groups, b, valid)
-            if a_ref is None:
-                continue
-            a_true = group_coefficients("grpo", batch.true_scores[b][valid], std_floor=config.std_floor)
-            samples.append(GroupSample(a_hat, a_ref, a_true, sigma, agent.gram(groups, b, valid)))
+            a_true = group_coefficients("grpo", batch.true_scores[b][valid], std_floor=config.coefficients.std_floor)
+            samples.append(GroupSample(a_hat, a_ref, sigma, grams[b], a_true))
     return samples
 
 
@@ -112,17 +108,20 @@ def coverage_curve(samples: Sequence[GroupSample], alphas_a: Sequence[float], *,
 
 
 def risk_curve(samples: Sequence[GroupSample], alphas: Sequence[float], *, alpha_a: float, delta: float,
-               repeats: int, seed: int, recovery: bool = True, delta_a: float = 0.0) -> list[dict[str, float]]:
-    """Held-out conditional reversal risk of accepted groups after LTT, and the LTT violation share."""
+               repeats: int, seed: int, recovery: bool = True, delta_a: float = 0.0,
+               levels: np.ndarray | None = None) -> list[dict[str, float]]:
+    """Held-out conditional reversal risk of accepted groups after LTT, and the LTT violation share.
+    Each split: q on D1, τ̂ by ``calibrate_threshold`` on D1 (grid at ``levels``) and D2, risk on the rest."""
+    levels = sm.acceptance_levels() if levels is None else levels
     rng = np.random.default_rng(seed)
     n = len(samples)
     rows = []
-    cache: dict[tuple[int, float], sm.GroupDecision] = {}  # q is an order statistic: its values repeat
+    cache: dict[tuple[int, bytes], sm.GroupDecision] = {}  # q is an order statistic: its values repeat
 
-    def decision(s: GroupSample, q: float) -> sm.GroupDecision:
-        key = (id(s), q)
+    def decide(gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> sm.GroupDecision:
+        key = (id(gram), rho.tobytes())
         if key not in cache:
-            cache[key] = sm.decide_group(s.gram, s.a_hat, q * s.sigma, recovery=recovery)
+            cache[key] = sm.decide_group(gram, a_hat, rho, recovery=recovery)
         return cache[key]
 
     for alpha in alphas:
@@ -131,16 +130,10 @@ def risk_curve(samples: Sequence[GroupSample], alphas: Sequence[float], *, alpha
             order = rng.permutation(n)
             d1, d2, test = ([samples[i] for i in part] for part in np.array_split(order, 3))
             q = _quantile(d1, alpha_a, delta_a)
-            decide = lambda s: decision(s, q)  # noqa: E731
-            grid = sm.threshold_grid(np.array([d.score for s in d1 if (d := decide(s)).certifiable]),
-                                     sm.acceptance_levels())
-            d2_decisions = [decide(s) for s in d2]
-            tau = sm.ltt_threshold(
-                grid, np.array([d.score if d.certifiable else -math.inf for d in d2_decisions]),
-                np.array([sm.reversal(d.coefficients, s.gram, s.a_ref) for d, s in zip(d2_decisions, d2)]),
-                alpha=alpha, delta=delta,
-            )
-            kept = [(d, s) for s in test if (d := decide(s)).certifiable and d.score >= tau]
+            tau = sm.calibrate_threshold(d1, d2, q, alpha=alpha, delta=delta, levels=levels, recovery=recovery,
+                                         decide=decide) if math.isfinite(q) else math.inf
+            kept = [(d, s) for s in test
+                    if (d := decide(s.gram, s.a_hat, q * s.sigma, recovery=recovery)).certifiable and d.score >= tau]
             accepted.append(len(kept) / len(test))
             if kept:
                 r = float(np.mean([sm.reversal(d.coefficients, s.gram, s.a_ref) for d, s in kept]))
@@ -193,14 +186,15 @@ def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], a
     keep_freed_memory()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with console.status(f"sampling {n_groups} audited groups from {config.policy}"):
+    with console.status(f"sampling {n_groups} audited groups from {config.rollout.policy}"):
         samples = sample_groups(config, n_groups)
+    s = config.setgrpo
     result = {
-        "agent": config.agent, "policy": config.policy, "noise": config.noise, "reference": config.reference,
-        "groups": len(samples), "repeats": repeats, "alpha_a": config.alpha_a, "delta": config.delta,
-        "coverage": coverage_curve(samples, alphas_a, repeats=repeats, seed=config.seed, delta_a=config.delta_a),
-        "risk": risk_curve(samples, alphas, alpha_a=config.alpha_a, delta=config.delta, repeats=repeats,
-                           seed=config.seed, recovery=config.recovery, delta_a=config.delta_a),
+        "agent": config.run.agent, "policy": config.rollout.policy, "noise": config.grading.noise,
+        "reference": s.reference, "groups": len(samples), "repeats": repeats, "alpha_a": s.alpha_a, "delta": s.delta,
+        "coverage": coverage_curve(samples, alphas_a, repeats=repeats, seed=config.run.seed, delta_a=s.delta_a),
+        "risk": risk_curve(samples, alphas, alpha_a=s.alpha_a, delta=s.delta, repeats=repeats, seed=config.run.seed,
+                           recovery=s.recovery, delta_a=s.delta_a, levels=sm.acceptance_levels(s.grid_start, s.grid_step)),
     }
     write_json(out / "diagnose.json", result)
     plot_diagnostics(result, out / "diagnose.png")

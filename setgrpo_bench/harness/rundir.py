@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
 
 CONFIG = "config.json"
@@ -47,8 +48,9 @@ class RunDir:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
-    def prepare(self, config: dict[str, Any], *, resume: bool, overwrite: bool) -> bool:
-        """Create or reuse the folder. Returns True when an existing run is resumed."""
+    def prepare(self, config: TrainConfig, *, resume: bool, overwrite: bool) -> bool:
+        """Create or reuse the folder. Returns True when an existing run is resumed. A run resumes
+        only with the same experiment (any setting but ``steps`` and the deployment fields)."""
         existing = (self.root / CONFIG).is_file()
         if existing and overwrite:
             shutil.rmtree(self.root)
@@ -59,7 +61,7 @@ class RunDir:
             )
         if existing:
             saved = read_json(self.root / CONFIG)["config"]
-            changed = {k: (saved.get(k), v) for k, v in config.items() if saved.get(k) != v and k != "steps"}
+            changed = {k: (saved.get(k), v) for k, v in config.experiment().items() if saved.get(k) != v and k != "steps"}
             if changed:
                 raise RunDirError(f"cannot resume {self.root} with a different config: {changed} (saved, given)")
             return True

@@ -17,7 +17,7 @@ from .. import __version__
 from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
 from ..harness.rundir import read_json
-from ..harness.run import make_envs, suite_fingerprint
+from ..harness.suite import suite_fingerprint
 from ..tasks.benchmark import stable_hash
 from .aggregate import aggregate_seeds
 
@@ -81,7 +81,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     read = [(folder, *_read_run(folder)) for folder in runs]
     if not read:
         raise SubmissionError("no runs given")
-    configs = [{k: v for k, v in c["config"].items() if k != "seed"} for _, c, _, _ in read]
+    configs = [_experiment(folder, c["config"]) for folder, c, _, _ in read]
     if any(c != configs[0] for c in configs):
         raise SubmissionError("the runs differ in more than the seed: "
                               + ", ".join(str(f) for f, *_ in read) + "; publish one agent configuration at a time")
@@ -107,14 +107,15 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         values = [r["diagnostics"].get(key) for _, _, r, _ in read if r.get("diagnostics")]
         values = [v for v in values if v is not None]
         diagnostics[key] = float(np.mean(values)) if values else None
-    agent = configs[0]["agent"]
+    config = {k: v for k, v in read[0][1]["config"].items() if k != "seed"}
+    agent = config["agent"]
     submission = {
         "schema_version": SCHEMA_VERSION,
-        "name": name or f"{agent}-{configs[0]['noise']}-{suite_hash[:8]}",
-        "agent": agent, "oracle": bool(configs[0]["oracle"]), "config": configs[0], "config_hash": stable_hash(configs[0]),
+        "name": name or f"{agent}-{config['noise']}-{suite_hash[:8]}",
+        "agent": agent, "oracle": bool(config["oracle"]), "config": config, "config_hash": stable_hash(configs[0]),
         "policy": {"name": first["policy"], "hash": policy_hash},
-        "suite": {"id": configs[0]["envs"], "hash": suite_hash, "noise": configs[0]["noise"], "benchmarks": benchmarks,
-                  "eval_instances": int(configs[0]["eval_instances"])},
+        "suite": {"id": config["envs"], "hash": suite_hash, "noise": config["noise"], "benchmarks": benchmarks,
+                  "eval_instances": int(config["eval_instances"])},
         "seeds": sorted(seeds),
         "n_samples": {b: int(read[0][2]["final"]["per_env"][b]["n"]) for b in benchmarks},
         "results": results, "groups": groups, "macro": macro, "diagnostics": diagnostics,
@@ -130,10 +131,19 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     return submission
 
 
+def _experiment(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """What a run computed, seed aside: runs that differ only in the seed or in where they ran
+    (device, engine) aggregate into one submission."""
+    try:
+        return {k: v for k, v in TrainConfig.from_flat(config).experiment().items() if k != "seed"}
+    except SetgrpoBenchError as exc:
+        raise SubmissionError(f"{folder}/config.json: {exc}") from None
+
+
 def current_suite_hash(submission: dict[str, Any]) -> str:
-    """The suite hash the submission's config gives with the catalog as it is now."""
-    config = TrainConfig(**{**submission["config"], "seed": 0})
-    return suite_fingerprint(config, make_envs(config))
+    """The suite hash the submission's config gives with the catalog as it is now (no judge model is
+    loaded to compute it)."""
+    return suite_fingerprint(TrainConfig.from_flat({**submission["config"], "seed": 0}))
 
 
 def check_submission(submission: Any) -> list[str]:

@@ -5,6 +5,7 @@ Agents only see ``Rollout``; a vLLM engine can replace ``TransformersEngine`` wi
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,7 +82,23 @@ def cat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
     )
 
 
-class TransformersEngine:
+class RolloutEngine(ABC):
+    """Samples responses for the trainer. An engine that samples with its own copy of the weights
+    (vLLM) sets ``needs_correction`` (its log-probabilities differ slightly from the trainer's, so the
+    trainer recomputes π_old and weights tokens by truncated importance ratios) and receives the
+    trainer's weights through ``sync_weights`` after every update."""
+
+    needs_correction: bool = False
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[str]) -> Rollout:
+        """Sample one response per prompt (repeat a prompt G times for a group)."""
+
+    def sync_weights(self) -> None:
+        """Take the trainer's current parameters (nothing to do when the engine samples from them)."""
+
+
+class TransformersEngine(RolloutEngine):
     """Batched sampling with transformers ``generate`` (KV cache), on the policy's device."""
 
     def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:

@@ -28,13 +28,8 @@ class Policy:
     path: Path
 
     def fingerprint(self) -> str:
-        """SHA-256 over the folder's config, weights and tokenizer files: the initial policy's identity."""
-        digest = hashlib.sha256()
-        for file in sorted(self.path.iterdir()):
-            if file.is_file() and (file.suffix in (".json", ".safetensors", ".bin", ".model", ".txt")):
-                digest.update(file.name.encode())
-                digest.update(file.read_bytes())
-        return digest.hexdigest()
+        """The initial policy's identity (see ``policy_fingerprint``)."""
+        return policy_fingerprint(self.path)
 
     @property
     def device(self) -> torch.device:
@@ -49,23 +44,32 @@ class Policy:
         return prompt + RESPONSE_MARKER
 
 
-def load_policy(spec: str | Path, device: str = "cpu", *, seed: int = 0) -> Policy:
-    """``tiny`` (the embedded model, built and cached on first use) or a transformers causal-LM folder."""
+def policy_fingerprint(path: Path) -> str:
+    """SHA-256 over a model folder's config, weights and tokenizer files, read without loading them."""
+    digest = hashlib.sha256()
+    for file in sorted(Path(path).iterdir()):
+        if file.is_file() and (file.suffix in (".json", ".safetensors", ".bin", ".model", ".txt")):
+            digest.update(file.name.encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def check_device(device: str) -> None:
+    """``cpu``, ``cuda`` or ``cuda:N``, and CUDA only where it exists."""
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise ConfigError("device", device, "'cpu', 'cuda' or 'cuda:N'")
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("device", device, "a device that exists", "CUDA is not available here; use --device cpu.")
-    if str(spec) == "tiny":
-        from .tiny import build_tiny
 
-        path, name = build_tiny(), "tiny"
-    else:
-        path, name = Path(spec).expanduser(), Path(spec).name
+
+def load_policy_folder(path: Path, device: str = "cpu", *, name: str | None = None) -> Policy:
+    """A transformers causal-LM folder (saved with ``save_pretrained``) as a ``Policy`` on ``device``."""
+    check_device(device)
     if not path.is_dir() or not (path / "config.json").is_file():
         raise PolicyError(f"policy path {str(path)!r} is not a model folder (no config.json); give 'tiny' or a "
                           "transformers causal-LM folder saved with save_pretrained")
     try:
-        config = AutoConfig.from_pretrained(path)
+        AutoConfig.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
     except (ValueError, OSError, KeyError) as exc:
@@ -73,5 +77,4 @@ def load_policy(spec: str | Path, device: str = "cpu", *, seed: int = 0) -> Poli
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    del config
-    return Policy(model=model.to(device), tokenizer=tokenizer, name=name, path=path)
+    return Policy(model=model.to(device), tokenizer=tokenizer, name=name or path.name, path=path)

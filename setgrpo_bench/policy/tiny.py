@@ -21,6 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from ..catalog import builtin_root
 from ..envs import benchmark_paths, load_env_benchmark
 from ..tasks.benchmark import stable_hash
 from .model import RESPONSE_MARKER
@@ -62,8 +63,6 @@ def _builtin_names() -> list[str]:
 
 
 def _builtin_envs() -> Path:
-    from ..catalog import builtin_root
-
     return builtin_root() / "envs"
 
 

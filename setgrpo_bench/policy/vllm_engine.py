@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from ..errors import SetgrpoBenchError
-from .engine import GenerationConfig, Rollout, cat_rollouts, response_mask
+from .engine import GenerationConfig, Rollout, RolloutEngine, cat_rollouts, response_mask
 from .model import Policy
 
 
@@ -22,7 +22,7 @@ class EngineError(SetgrpoBenchError):
     """The requested generation engine cannot run here."""
 
 
-class VLLMEngine:
+class VLLMEngine(RolloutEngine):
     """Batched sampling with vLLM (colocated with the trainer on one GPU)."""
 
     needs_correction = True

@@ -354,21 +354,32 @@ def _healthbench_category(points: float) -> str:
 
 
 def task_from_line(obj: Mapping[str, Any], *, benchmark: str, domain: str, split: str, index: int) -> TaskInstance:
-    """A task from one JSONL object: native (``id, prompt, rubric``) or HealthBench (``prompt, rubrics``)."""
+    """A task from one JSONL object: native (``id, prompt, rubric``) or HealthBench (``prompt, rubrics``).
+    Errors name the field as the line spells it (``rubrics[0].points`` for a HealthBench line)."""
     metadata = {"domain": domain, "benchmark": benchmark, "split": split, "index": index}
-    if "rubrics" in obj:
-        rubric = []
-        for j, r in enumerate(obj["rubrics"] if isinstance(obj["rubrics"], list) else []):
-            if not isinstance(r, Mapping) or "criterion" not in r or "points" not in r:
-                raise SpecError("expected {criterion, points, tags}", field=f"rubrics[{j}]")
-            rubric.append({
-                "id": f"c{j}", "text": r["criterion"], "points": r["points"], "tags": r.get("tags") or [],
-                "category": _healthbench_category(r["points"]) if isinstance(r["points"], (int, float)) else "?",
-            })
-        raw = {"id": obj.get("prompt_id", f"{benchmark}/{split}/{index}"), "prompt": obj.get("prompt"), "rubric": rubric}
-    else:
-        raw = {**obj, "id": obj.get("id", f"{benchmark}/{split}/{index}")}
-    task = TaskInstance.from_dict(raw)
+    if "rubrics" not in obj and "rubric" not in obj:
+        raise SpecError("missing: expected 'rubrics' (HealthBench: [{criterion, points, tags}]) or 'rubric' "
+                        "(native: [{id, text, points, category}])", field="rubrics")
+    if "rubric" in obj:
+        task = TaskInstance.from_dict({**obj, "id": obj.get("id", f"{benchmark}/{split}/{index}")})
+        return TaskInstance(task.id, task.prompt, task.rubric, {**metadata, **task.metadata})
+    if not isinstance(obj["rubrics"], list):
+        raise SpecError(f"expected a list of {{criterion, points, tags}}, got {type(obj['rubrics']).__name__}",
+                        field="rubrics")
+    rubric = []
+    for j, r in enumerate(obj["rubrics"]):
+        if not isinstance(r, Mapping) or "criterion" not in r or "points" not in r:
+            raise SpecError("expected {criterion, points, tags}", field=f"rubrics[{j}]")
+        if isinstance(r["points"], bool) or not isinstance(r["points"], (int, float)):
+            raise SpecError(f"expected a number, got {r['points']!r}", field=f"rubrics[{j}].points")
+        rubric.append({"id": f"c{j}", "text": r["criterion"], "points": r["points"], "tags": r.get("tags") or [],
+                       "category": _healthbench_category(r["points"])})
+    raw = {"id": obj.get("prompt_id", f"{benchmark}/{split}/{index}"), "prompt": obj.get("prompt"), "rubric": rubric}
+    try:
+        task = TaskInstance.from_dict(raw)
+    except SpecError as exc:  # name the HealthBench field the line holds, not the native one
+        field = re.sub(r"^rubric(?=\[|$)", "rubrics", exc.field or "").replace(".text", ".criterion")
+        raise SpecError(exc.reason, file=exc.file, line=exc.line, field=field or None) from None
     return TaskInstance(task.id, task.prompt, task.rubric, {**metadata, **task.metadata})
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from ..policy.model import Policy, load_policy
-from .llm_judge import context_length
+from ..policy import Policy, load_policy
+from .transformers_judge import context_length
 
 
 def completion(policy: Policy, prompt: str, *, temperature: float, max_tokens: int, seed: int | None) -> str:

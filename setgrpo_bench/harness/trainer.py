@@ -1,0 +1,263 @@
+"""One training step of any agent, top to bottom (DESIGN §7, §8).
+
+    batch     = collect(B)                          sample B tasks, G responses each, grade every group
+    needs     = agent.needs(groups, audit_rng)      which groups need K, which are audited
+    grams     = K of those groups                   per-response gradient geometry of the live policy
+    audits    = reference grades of those groups    the stronger judge, from its own random stream
+    decision  = agent.decide(groups, grams, audits) coefficients and accept mask (pure)
+    optimise(decision)                              μ passes of the GRPO objective
+    agent.update(groups, grams, audits)             the calibration window changes only now
+
+The trainer owns every piece of state of a run — weights, optimiser, each random stream, the agent's
+window — and saves and restores all of it (``state_dict``), so a resumed run repeats no step and
+loses none. The true score is kept beside the groups (``Batch.true_scores``) for diagnostics only.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..agents.base import Audits, Decision, Grams, Groups, Needs
+from ..agents.build import build_agent
+from ..agents.config import TrainConfig
+from ..agents.diagnostics import true_score_diagnostics
+from ..agents.geometry import GradientGeometry
+from ..agents.objective import grpo_loss
+from ..envs.rubric_env import RubricEnv
+from ..graders.reference import make_reference
+from ..policy.engine import GenerationConfig, Rollout, RolloutEngine, TransformersEngine, token_logprobs
+from ..policy.model import Policy
+from ..policy.vllm_engine import VLLMEngine
+
+AUDIT_STREAM = 7  # seeds the audit stream: audits never shift the training noise
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
+
+
+@dataclass
+class Batch:
+    """One step's groups as the agent sees them, plus what only the harness may see (true scores)."""
+
+    groups: Groups
+    judge_calls: int
+    true_scores: np.ndarray  # (B, G) for diagnostics only; never part of ``groups``
+
+
+def make_engine(config: TrainConfig, policy: Policy) -> RolloutEngine:
+    r = config.rollout
+    generation = GenerationConfig(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
+    if r.engine == "vllm":
+        return VLLMEngine(policy, generation, gpu_memory_utilization=r.vllm_gpu_memory, seed=config.run.seed)
+    return TransformersEngine(policy, generation)
+
+
+class Trainer:
+    """Policy, engine, agent, optimiser, the frozen KL model (β > 0) and every random stream of a run."""
+
+    def __init__(self, config: TrainConfig, policy: Policy, envs: list[RubricEnv]) -> None:
+        self.config, self.policy, self.envs = config, policy, envs
+        seed = config.run.seed
+        self.task_rng = np.random.default_rng(seed)
+        self.audit_rng = np.random.default_rng([seed, AUDIT_STREAM])
+        for k, env in enumerate(envs):  # each env's judge draws its noise from the env's own stream
+            env.reset(seed=seed * 1_000 + k)
+        self.engine = make_engine(config, policy)
+        o = config.objective
+        self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        self.kl_model = copy.deepcopy(policy.model).eval().requires_grad_(False) if o.beta > 0 else None
+        self.agent = build_agent(config)
+        self.references = [make_reference(config.setgrpo.reference, env.grader) for env in envs]
+        s, r = config.setgrpo, config.rollout
+        self.geometry = GradientGeometry(policy.model, s.geometry, temperature=r.temperature,
+                                         loss_type=o.loss_type, max_new_tokens=r.max_new_tokens)
+        self.warmed_up = False
+        self.groups_graded = 0
+
+    # ---------------------------------------------------------------- the step
+    def step(self) -> dict[str, Any]:
+        """One training step; returns its metrics. The first step of an agent that calibrates
+        starts with its warm-up audit of initial-policy groups."""
+        t0 = time.perf_counter()
+        warmup_calls = self.warm_up() if not self.warmed_up else 0
+        t1 = time.perf_counter()
+        batch = self.collect(self.config.run.groups_per_step)
+        t2 = time.perf_counter()
+        needs = self.agent.needs(batch.groups, self.audit_rng)
+        grams = self.gram_matrices(batch.groups, needs)
+        audits, audit_calls = self.audit(batch.groups, needs)
+        decision = self.agent.decide(batch.groups, grams, audits)
+        t3 = time.perf_counter()
+        optimised = self.optimise(batch.groups.rollout, decision)
+        t4 = time.perf_counter()
+        self.agent.update(batch.groups, grams, audits)
+        return {
+            **self.step_metrics(batch, decision),
+            **optimised,
+            "grader_calls": batch.judge_calls + audit_calls + warmup_calls,
+            "audit_calls": audit_calls + warmup_calls,
+            "time_warmup": t1 - t0,
+            "time_rollout_grade": t2 - t1,
+            "time_coefficients": t3 - t2,
+            "time_update": t4 - t3,
+        }
+
+    def warm_up(self) -> int:
+        """Audit a batch of the initial policy into the agent's window (step 0); returns judge calls."""
+        self.warmed_up = True
+        if not self.agent.warmup_groups:
+            return 0
+        warm = self.collect(self.agent.warmup_groups)
+        needs = self.agent.needs(warm.groups, self.audit_rng, warmup=True)
+        audits, calls = self.audit(warm.groups, needs)
+        self.agent.update(warm.groups, self.gram_matrices(warm.groups, needs), audits)
+        return warm.judge_calls + calls
+
+    # ---------------------------------------------------------------- 1. rollouts and grades
+    def collect(self, n_groups: int) -> Batch:
+        """Draw B tasks from the mixture of train splits, sample G responses each, grade each group
+        (``judge_repeats`` times on average, scores averaged over the valid draws)."""
+        c, G = self.config, self.config.run.group_size
+        env_indices = [int(self.task_rng.integers(len(self.envs))) for _ in range(n_groups)]
+        tasks = [self.envs[e].benchmark.instance("train", int(self.task_rng.integers(self.envs[e].benchmark.size("train"))))
+                 for e in env_indices]
+        rollout = self.engine.generate([t.prompt_text for t in tasks for _ in range(G)])
+        rewards = np.empty((n_groups, G))
+        spreads, true = np.empty_like(rewards), np.empty_like(rewards)
+        verdicts, rates, calls = [], [], 0
+        for b, (e, task) in enumerate(zip(env_indices, tasks)):
+            env = self.envs[e]
+            texts = rollout.texts[b * G : (b + 1) * G]
+            draws = [env.grade_group(texts, task=task) for _ in range(self._repeats())]
+            scores = np.array([[g.score for g in grades] for grades in draws])
+            counts = (~np.isnan(scores)).sum(axis=0)
+            rewards[b] = np.where(counts > 0, np.nansum(scores, axis=0) / np.maximum(counts, 1), np.nan)
+            spreads[b] = np.array([g.spread for g in draws[0]]) / np.sqrt(np.maximum(counts, 1))
+            true[b] = [g.true_score for g in draws[0]]
+            verdicts.append(np.stack([g.verdicts for g in draws[0]]))
+            rates.append(env.judge_error_rates(task))
+            calls += sum(g.judge_calls for grades in draws for g in grades)
+        observed = true if c.grading.oracle else rewards  # the oracle baseline alone trains on true scores
+        return Batch(Groups(rollout, tasks, env_indices, observed, spreads, verdicts, rates), calls, true)
+
+    def _repeats(self) -> int:
+        """Judge calls for the next group: ⌊(g + 1)K⌋ − ⌊gK⌋ for the g-th group graded, so that a
+        fractional K = ``judge_repeats`` is met within one group over the run (GRPO-Kavg)."""
+        k, g = self.config.grading.judge_repeats, self.groups_graded
+        self.groups_graded += 1
+        return int(np.floor((g + 1) * k + 1e-9) - np.floor(g * k + 1e-9))
+
+    # ---------------------------------------------------------------- 2. what the agent asked for
+    def gram_matrices(self, groups: Groups, needs: Needs) -> Grams:
+        """K of the requested responses of each requested group, from the live policy."""
+        return {b: self.geometry.gram(groups.rollout, groups.rows(b)[valid]) for b, valid in needs.grams.items()}
+
+    def audit(self, groups: Groups, needs: Needs) -> tuple[Audits, int]:
+        """Reference grades of the requested groups (in group order, from the audit stream) and
+        the judge calls they cost."""
+        audits, calls = {}, 0
+        for b in needs.audits:
+            texts = [groups.rollout.texts[i] for i in groups.rows(b)]
+            grades = self.references[groups.env_indices[b]].grade_group(groups.tasks[b], texts, self.audit_rng)
+            audits[b] = np.array([g.score for g in grades])
+            calls += sum(g.judge_calls for g in grades)
+        return audits, calls
+
+    # ---------------------------------------------------------------- 3. the update
+    def optimise(self, rollout: Rollout, decision: Decision) -> dict[str, float]:
+        """μ passes of the GRPO objective on the batch, with the decision's coefficients."""
+        o, r, model = self.config.objective, self.config.rollout, self.policy.model
+        device = self.policy.device
+        rollout = _to(rollout, device)
+        coef = torch.tensor(decision.coefficients.reshape(-1), dtype=torch.float32, device=device)
+        acc = torch.tensor(decision.accepted.reshape(-1), dtype=torch.bool, device=device)
+        if not acc.any():
+            return {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0}
+        old, is_weights = rollout.logprobs, None
+        if self.engine.needs_correction:  # sampled by another engine: π_old is the trainer's own
+            with torch.no_grad():
+                old = token_logprobs(model, rollout, r.temperature) * rollout.response_mask
+            is_weights = torch.exp(old - rollout.logprobs).clamp(max=r.is_cap) * rollout.response_mask
+        ref = None
+        if self.kl_model is not None:
+            with torch.no_grad():
+                ref = token_logprobs(self.kl_model, rollout, r.temperature)
+        # The model stays in eval mode: dropout would make log π_θ differ from the sampling policy's
+        # log-probabilities even before any update, biasing the ratio (TRL disables it likewise).
+        for _ in range(o.mu):
+            logprobs = token_logprobs(model, rollout, r.temperature)
+            loss, stats = grpo_loss(
+                logprobs, old, coef, rollout.response_mask, acc, epsilon_low=o.epsilon_low,
+                epsilon_high=o.epsilon_high, clip=o.clip, beta=o.beta, ref_logprobs=ref, loss_type=o.loss_type,
+                max_new_tokens=r.max_new_tokens, is_weights=is_weights,
+            )
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(f"the loss is {loss.item()} (lr={o.lr}); lower the learning rate")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_grad_norm)
+            self.optimizer.step()
+        self.engine.sync_weights()
+        return {
+            "loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
+            "kl": stats.kl, "grad_norm": float(grad_norm),
+        }
+
+    # ---------------------------------------------------------------- 4. what the step did
+    def step_metrics(self, batch: Batch, decision: Decision) -> dict[str, Any]:
+        """Rewards, true scores (diagnostics only), coefficient statistics, lengths, memory."""
+        rewards = batch.groups.rewards
+        lengths = batch.groups.rollout.response_mask.sum(1).float()
+        return {
+            "reward": float(np.nanmean(rewards)),
+            "true_score": float(batch.true_scores.mean()),
+            "invalid_rate": float(np.isnan(rewards).mean()),
+            "coef_abs_mean": float(np.abs(decision.coefficients).mean()),
+            "acceptance": float(decision.accepted.mean()),
+            **decision.stats,
+            **true_score_diagnostics(decision.records, batch.true_scores, std_floor=self.config.coefficients.std_floor),
+            "response_tokens": float(lengths.mean()),
+            **({"gpu_peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9} if self.policy.device.type == "cuda" else {}),
+        }
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs besides the weights: optimiser, every random stream, the
+        agent's state, the warm-up flag and the grading counter."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "task_rng": self.task_rng.bit_generator.state,
+            "audit_rng": self.audit_rng.bit_generator.state,
+            "env_rngs": [env.np_random.bit_generator.state for env in self.envs],
+            "agent": self.agent.state_dict(),
+            "warmed_up": self.warmed_up,
+            "groups_graded": self.groups_graded,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.task_rng.bit_generator.state = state["task_rng"]
+        self.audit_rng.bit_generator.state = state["audit_rng"]
+        for env, env_state in zip(self.envs, state["env_rngs"]):
+            env.np_random.bit_generator.state = env_state
+        self.agent.load_state_dict(state["agent"])
+        self.warmed_up = bool(state["warmed_up"])
+        self.groups_graded = int(state["groups_graded"])
+
+
+def _to(rollout: Rollout, device: torch.device) -> Rollout:
+    return Rollout(*(t.to(device) for t in (
+        rollout.prompt_ids, rollout.prompt_mask, rollout.response_ids, rollout.response_mask, rollout.logprobs,
+    )), texts=rollout.texts)
