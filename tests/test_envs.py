@@ -1,6 +1,7 @@
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -178,3 +179,25 @@ def test_envs_cli_list_show_validate(capsys, tmp_path):
     assert "variables.minutes.range" in out and "criteria[0].category" in out  # all problems, not the first
     assert main(["envs", "show", "MedicationGuid"]) == 2
     assert "Did you mean 'MedicationGuide'" in capsys.readouterr().out
+
+
+def test_the_readme_gymnasium_example_runs():
+    """The README's first Python example (reset → step → grade_group) runs as written."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Environments"):]
+    code = section[section.index("```python\n") + len("```python\n"):]
+    code = code[: code.index("```")]
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["terminated"] and len(namespace["grades"]) == 2
+
+
+def test_reregistering_an_id_with_another_grader_warns(medication):
+    setgrpo_bench.register_env(medication, version=7)
+    with pytest.warns(UserWarning, match="already registered .* replacing it with grader 'clean'"):
+        setgrpo_bench.register_env(medication, grader="clean", version=7)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        setgrpo_bench.register_env(medication, grader="clean", version=7)  # the same again: silent

@@ -11,7 +11,8 @@ import torch
 from setgrpo_bench.agents import Groups, SetGRPOAgent, TrainConfig, resolve_config
 from setgrpo_bench.agents import setgrpo_math as sm
 from setgrpo_bench.agents.config import parse_geometry
-from setgrpo_bench.agents.geometry import GradientGeometry, sequence_weights
+from setgrpo_bench.agents.geometry import GradientGeometry
+from setgrpo_bench.agents.objective import grpo_loss
 from setgrpo_bench.errors import ConfigError
 from setgrpo_bench.graders import RubricGrader
 from setgrpo_bench.harness import run
@@ -35,21 +36,34 @@ def group_rollout(policy, medication):
     return engine.generate([medication.instance("train", 0).prompt_text] * 6)
 
 
+@pytest.fixture(scope="module")
+def uneven_rollout(group_rollout):
+    """The group with responses cut to different lengths, so that per-sequence weights differ."""
+    mask = group_rollout.response_mask.clone()
+    for i, length in enumerate([16, 3, 9, 12, 5, 16]):
+        mask[i, length:] = 0
+    return dataclasses.replace(group_rollout, response_mask=mask, logprobs=group_rollout.logprobs * mask)
+
+
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
-def test_vmap_gram_equals_a_loop_of_single_backward_passes(policy, group_rollout, loss_type):
+def test_gram_is_the_gram_of_the_real_losss_per_response_gradients(policy, uneven_rollout, loss_type):
+    """φ_i is the gradient of the GRPO loss when response i alone has coefficient 1 (at ratio 1), by
+    autograd through ``grpo_loss`` itself; K must equal ΦΦᵀ up to the loss's positive normaliser."""
+    rollout = uneven_rollout
     geometry = GradientGeometry(policy.model, "full", temperature=1.0, loss_type=loss_type, max_new_tokens=16)
-    K = geometry.gram(group_rollout, range(6))
-    weights = sequence_weights(group_rollout.response_mask, loss_type, 16)
+    K = geometry.gram(rollout, range(6))
     phis = []
     for i in range(6):
         policy.model.zero_grad(set_to_none=True)
-        logprobs = token_logprobs(policy.model, group_rollout, 1.0, rows=torch.tensor([i]))
-        (weights[i] * (logprobs * group_rollout.response_mask[[i]]).sum()).backward()
+        logprobs = token_logprobs(policy.model, rollout, 1.0)
+        loss, _ = grpo_loss(logprobs, logprobs.detach(), torch.eye(6)[i], rollout.response_mask,
+                            torch.ones(6, dtype=torch.bool), loss_type=loss_type, max_new_tokens=16)
+        loss.backward()
         phis.append(torch.cat([p.grad.reshape(-1) for p in policy.model.parameters()]).double())
     policy.model.zero_grad(set_to_none=True)
     loop = torch.stack(phis)
     expected = (loop @ loop.T).numpy()
-    assert np.abs(K - expected).max() <= 1e-5 * np.abs(expected).max()
+    assert np.abs(K / np.trace(K) - expected / np.trace(expected)).max() <= 1e-5
     assert np.all(np.linalg.eigvalsh(K) >= -1e-9 * np.trace(K))
 
 
@@ -274,3 +288,35 @@ def test_diagnose_cli_writes_json_and_plot(small_policy, tmp_path, capsys):
     assert main(["diagnose", "--agent", "grpo", "--policy", small_policy, "--groups", "12",
                  "--out", str(tmp_path / "e")]) == 2
     assert "a SetGRPO preset" in capsys.readouterr().out
+
+
+def test_the_agent_certifies_its_threshold_on_d2():
+    """D1 (fold 0) holds safe groups, D2 (fold 1) groups whose reference reverses every update: the
+    gate must accept nothing. With the folds swapped it certifies the threshold."""
+    from test_setgrpo_math import _aligned_groups
+
+    rng = np.random.default_rng(0)
+    safe, risky = _aligned_groups(rng, 30, reversed_reference=False), _aligned_groups(rng, 30, reversed_reference=True)
+    config = TrainConfig.from_flat({"selector": "setgrpo", "window": 60, "calibrate": False, "fixed_q": 1.0})
+    agent = SetGRPOAgent(config.setgrpo, std_floor=0.05)
+    agent.window.extend([(0, g) for g in safe] + [(1, g) for g in risky])
+    assert agent.threshold(1.0) == math.inf
+    agent.window.clear()
+    agent.window.extend([(0, g) for g in risky] + [(1, g) for g in safe])
+    assert agent.threshold(1.0) == 1.0
+
+
+def test_the_gate_rejects_certifiable_groups_below_the_threshold():
+    """Calibrated on precise groups, τ̂ = 1; a step of noisier groups (larger sets) has certifiable
+    groups with λ* < 1, which must be left out, and every group at or above τ̂ must be taken."""
+    agent, harness = _agent(np.random.default_rng(0))
+    rewards = np.random.default_rng(1).uniform(size=(16, 6))
+    decision = harness.step(agent, _groups(rewards, np.full_like(rewards, 0.15)), update=False)
+    tau = decision.stats["tau"]
+    assert math.isfinite(tau)
+    below = [r for r in decision.records if r.certifiable and r.score < tau]
+    assert below, "the fixture must contain groups the gate rejects"
+    for r in decision.records:
+        assert r.accepted == (r.certifiable and r.score >= tau)
+        assert decision.accepted[r.index].any() == r.accepted
+        assert np.array_equal(decision.coefficients[r.index][r.valid], r.executed if r.accepted else np.zeros_like(r.executed))

@@ -232,3 +232,35 @@ def test_zero_radius_pins_coefficients_as_under_a_noise_free_judge():
     a0 = sm.anchor(K, a_hat, partly)
     assert sm.in_set(a0, a_hat, partly) and np.allclose(a0[:2], a_hat[:2])
     assert (_vertices(a_hat, partly) @ K @ a0).min() >= a0 @ K @ a0 - 1e-10
+
+
+def test_ltt_stops_at_its_first_failure_even_when_a_later_threshold_would_pass():
+    """3 reversals among the top 30 of 100 scores; the grid accepts 30, 60, 100 groups. The first
+    test fails (p = BinomCDF(3; 30, 0.1) ≈ 0.65), so the fixed-sequence walk certifies nothing — even
+    though the last grid point alone would pass (BinomCDF(3; 100, 0.1) ≈ 0.008)."""
+    alpha = delta = 0.1
+    scores = np.arange(100.0)[::-1]  # scores 99 … 0
+    events = np.zeros(100, bool)
+    events[[0, 10, 20]] = True
+    grid = np.array([70.0, 40.0, 0.0])
+    assert sm.binomial_p_value(3, 30, alpha) > delta and sm.binomial_p_value(3, 100, alpha) <= delta
+    assert sm.ltt_threshold(grid, scores, events, alpha=alpha, delta=delta) == math.inf
+
+
+def _aligned_groups(rng, n, *, reversed_reference):
+    """Groups with K = I and small sets: λ* = 1 and c = â; a* = ±â, so every executed update is
+    aligned with (or reversed against) its reference."""
+    out = []
+    for _ in range(n):
+        a_hat = rng.normal(size=4)
+        a_hat -= a_hat.mean()
+        out.append(sm.AuditedGroup(a_hat, -a_hat if reversed_reference else a_hat, np.full(4, 0.01), np.eye(4)))
+    return out
+
+
+def test_calibrate_threshold_tests_the_risk_on_d2_and_fixes_the_grid_on_d1():
+    rng = np.random.default_rng(0)
+    safe, risky = _aligned_groups(rng, 30, reversed_reference=False), _aligned_groups(rng, 30, reversed_reference=True)
+    kwargs = dict(alpha=0.2, delta=0.1, levels=sm.acceptance_levels())
+    assert sm.calibrate_threshold(safe, risky, 1.0, **kwargs) == math.inf  # D2 reverses: nothing is certified
+    assert sm.calibrate_threshold(risky, safe, 1.0, **kwargs) == 1.0  # D2 is safe: the grid's one point passes

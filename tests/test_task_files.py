@@ -60,7 +60,12 @@ def test_healthbench_jsonl_imports_as_is(tmp_path):
         ({**NATIVE_LINE, "split": "eval", "rubric": [{**NATIVE_LINE["rubric"][0], "check": {"type": "regex", "pattern": "["}}]},
          r"tasks.jsonl:2: rubric\[0\].check.pattern: invalid regular expression"),
         ({"prompt": "x", "split": "eval", "rubrics": [{"criterion": "bad", "points": -3}]},
-         r"tasks.jsonl:2: rubric: a rubric needs at least one criterion with positive points"),
+         r"tasks.jsonl:2: rubrics: a rubric needs at least one criterion with positive points"),
+        ({"prompt": "x", "split": "eval", "rubrics": [{"criterion": "five points", "points": "five"}]},
+         r"tasks.jsonl:2: rubrics\[0\].points: expected a number, got 'five'"),
+        ({"prompt": "x", "split": "eval", "rubrics": [{"criterion": "ok", "points": 2}, {"criterion": "z", "points": 0}]},
+         r"tasks.jsonl:2: rubrics\[1\].points: expected non-zero"),
+        ({"prompt": "x", "split": "eval"}, r"tasks.jsonl:2: rubrics: missing: expected 'rubrics' \(HealthBench"),
     ],
 )
 def test_bad_task_lines_name_file_line_and_field(tmp_path, line, match):
