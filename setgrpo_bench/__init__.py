@@ -6,7 +6,7 @@ Importing the package registers every benchmark of the catalog as ``setgrpo/<Ben
 from .envs import RubricEnv, register_env
 from .envs.registration import register_catalog
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["RubricEnv", "__version__", "register_env"]
 
 register_catalog()

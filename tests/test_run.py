@@ -173,3 +173,25 @@ def test_help_of_every_command_renders(command, capsys):
         main([command, "--help"])
     assert exit_.value.code == 0
     assert "--group-size" in capsys.readouterr().out
+
+
+def test_building_the_policy_leaves_the_callers_random_streams_alone(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("SETGRPO_BENCH_CACHE", str(tmp_path))
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    build_tiny(SMALL)  # an empty cache: builds
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_random_streams_are_independent_of_seed_arithmetic():
+    """Stream k of seed s is not stream k + 1 of seed s − 1 (as ``seed * 1000 + k`` seeding would make
+    it), and a benchmark's grading stream does not depend on which other benchmarks are in the suite."""
+    from setgrpo_bench.harness.seeds import generator, name_key
+
+    draws = {(s, k): generator(s, "grading", k).random(4).tolist() for s in range(3) for k in range(3)}
+    assert len({tuple(v) for v in draws.values()}) == len(draws)
+    assert generator(0, "tasks").random() != generator(0, "audits").random()
+    assert name_key("MedicationGuide") == name_key("MedicationGuide") != name_key("UnitConversion")

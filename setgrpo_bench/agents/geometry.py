@@ -115,7 +115,8 @@ class GradientGeometry:
         out = torch.zeros((n, self.size), device=device, dtype=torch.float32)
         for k, name in enumerate(self.names):
             flat = grads[name].reshape(n, -1).float()
-            generator = torch.Generator().manual_seed(self.sketch_seed * 100_003 + k)
+            stream = np.random.SeedSequence(self.sketch_seed, spawn_key=(k,))  # one projection per parameter
+            generator = torch.Generator().manual_seed(int(stream.generate_state(1, np.uint64)[0] >> np.uint64(1)))
             buckets = torch.randint(self.size, (flat.shape[1],), generator=generator).to(device)
             signs = (torch.randint(2, (flat.shape[1],), generator=generator) * 2 - 1).to(device, torch.float32)
             out.index_add_(1, buckets, flat * signs)

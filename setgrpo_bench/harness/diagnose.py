@@ -58,7 +58,6 @@ def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
     groups whose reference audit succeeded), exactly as a training step would."""
     if config.coefficients.selector != "setgrpo":
         raise ConfigError("agent", config.run.agent, "a SetGRPO preset (selector: setgrpo)", "Try --agent setgrpo.")
-    torch.manual_seed(config.run.seed)
     trainer = Trainer(config, load_policy(config.rollout.policy, config.rollout.device), make_envs(config))
     agent = trainer.agent
     samples: list[GroupSample] = []

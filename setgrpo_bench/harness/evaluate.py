@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from ..envs.rubric_env import RubricEnv
-from ..policy.engine import TransformersEngine
+from ..policy.engine import RolloutEngine
+from .seeds import generator, name_key, torch_seed
 
 
 def aggregate(per_env: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -37,25 +38,25 @@ def _se(values: np.ndarray) -> float:
 
 @torch.no_grad()
 def evaluate(
-    engine: TransformersEngine,
+    engine: RolloutEngine,
     envs: Sequence[RubricEnv],
     *,
     instances: int,
     seed: int,
 ) -> dict[str, Any]:
     """One sampled response per eval instance of each env, graded by the env's judge; the true
-    score is the noise-free rubric score. Runs under its own seeds, leaving the caller's torch and
-    numpy random states untouched.
+    score is the noise-free rubric score. Runs on the eval streams of run ``seed``, leaving the
+    caller's torch and numpy random states untouched.
     """
     per_env: dict[str, dict[str, Any]] = {}
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for k, env in enumerate(envs):
+        torch.manual_seed(torch_seed(seed, "eval_sampling"))
+        for env in envs:
             bench = env.benchmark
             n = bench.size("eval") if instances == 0 else min(instances, bench.size("eval"))
             tasks = [bench.instance("eval", i) for i in range(n)]
             texts = engine.generate([t.prompt_text for t in tasks]).texts
-            rng = np.random.default_rng([seed, k])
+            rng = generator(seed, "eval_grading", name_key(bench.name))
             grades = [env.grader.grade(t, r, rng) for t, r in zip(tasks, texts)]
             true = np.array([g.true_score for g in grades])
             judge = np.array([g.score for g in grades])

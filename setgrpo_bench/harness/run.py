@@ -25,7 +25,6 @@ from .rundir import RunDir, read_json, write_json
 from .suite import make_envs, suite_fingerprint
 from .trainer import NonFiniteLossError, Trainer
 
-EVAL_SEED_OFFSET = 10_000
 
 
 class TrainingStopped(SetgrpoBenchError):
@@ -64,7 +63,6 @@ def run(
     keep_freed_memory()
     rundir = RunDir(out)
     resumed = rundir.prepare(config, resume=resume, overwrite=overwrite)
-    torch.manual_seed(config.run.seed)
     envs = make_envs(config)
     policy = load_policy(config.rollout.policy, config.rollout.device)
     trainer = Trainer(config, policy, envs)
@@ -82,7 +80,7 @@ def run(
         start = load_checkpoint(checkpoint, trainer)
         console.print(f"resuming {rundir.root} from step {start}")
     rundir.truncate_metrics(start)
-    eval_seed = config.run.seed + EVAL_SEED_OFFSET
+    eval_seed = config.run.seed
     initial_path = rundir.root / "eval_initial.json"
     if initial_path.is_file():
         initial = read_json(initial_path)

@@ -34,9 +34,7 @@ from ..graders.reference import make_reference
 from ..policy.engine import GenerationConfig, Rollout, RolloutEngine, TransformersEngine, token_logprobs
 from ..policy.model import Policy
 from ..policy.vllm_engine import VLLMEngine
-
-AUDIT_STREAM = 7  # seeds the audit stream: audits never shift the training noise
-
+from .seeds import generator, name_key, torch_seed
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; the run stops and keeps its last good checkpoint."""
@@ -65,10 +63,10 @@ class Trainer:
     def __init__(self, config: TrainConfig, policy: Policy, envs: list[RubricEnv]) -> None:
         self.config, self.policy, self.envs = config, policy, envs
         seed = config.run.seed
-        self.task_rng = np.random.default_rng(seed)
-        self.audit_rng = np.random.default_rng([seed, AUDIT_STREAM])
-        for k, env in enumerate(envs):  # each env's judge draws its noise from the env's own stream
-            env.reset(seed=seed * 1_000 + k)
+        torch.manual_seed(torch_seed(seed, "sampling"))
+        self.task_rng = generator(seed, "tasks")
+        self.audit_rng = generator(seed, "audits")  # audits never shift the training noise
+        self.grading_rngs = [generator(seed, "grading", name_key(env.benchmark.name)) for env in envs]
         self.engine = make_engine(config, policy)
         o = config.objective
         self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
@@ -135,7 +133,7 @@ class Trainer:
         for b, (e, task) in enumerate(zip(env_indices, tasks)):
             env = self.envs[e]
             texts = rollout.texts[b * G : (b + 1) * G]
-            draws = [env.grade_group(texts, task=task) for _ in range(self._repeats())]
+            draws = [env.grade_group(texts, task=task, rng=self.grading_rngs[e]) for _ in range(self._repeats())]
             scores = np.array([[g.score for g in grades] for grades in draws])
             counts = (~np.isnan(scores)).sum(axis=0)
             rewards[b] = np.where(counts > 0, np.nansum(scores, axis=0) / np.maximum(counts, 1), np.nan)
@@ -237,7 +235,7 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "task_rng": self.task_rng.bit_generator.state,
             "audit_rng": self.audit_rng.bit_generator.state,
-            "env_rngs": [env.np_random.bit_generator.state for env in self.envs],
+            "grading_rngs": [rng.bit_generator.state for rng in self.grading_rngs],
             "agent": self.agent.state_dict(),
             "warmed_up": self.warmed_up,
             "groups_graded": self.groups_graded,
@@ -250,8 +248,8 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.task_rng.bit_generator.state = state["task_rng"]
         self.audit_rng.bit_generator.state = state["audit_rng"]
-        for env, env_state in zip(self.envs, state["env_rngs"]):
-            env.np_random.bit_generator.state = env_state
+        for rng, rng_state in zip(self.grading_rngs, state["grading_rngs"]):
+            rng.bit_generator.state = rng_state
         self.agent.load_state_dict(state["agent"])
         self.warmed_up = bool(state["warmed_up"])
         self.groups_graded = int(state["groups_graded"])

@@ -161,8 +161,12 @@ def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False) -> Pat
     target = tiny_path(config)
     if target.is_dir() and (target / "config.json").is_file() and not force:
         return target
-    torch.manual_seed(config.seed)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False) as progress:
+    # building leaves the caller's random streams untouched (a run that builds the policy first
+    # gives the same result as one that finds it cached)
+    with torch.random.fork_rng(devices=[]), Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
+    ) as progress:
+        torch.manual_seed(config.seed)
         prep = progress.add_task("tiny policy: corpus and tokenizer", total=None)
         pairs = warm_start_corpus(config)
         tokenizer = _tokenizer(pairs, config)
