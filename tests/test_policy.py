@@ -1,10 +1,13 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
+from scipy.stats import binom
 
 from setgrpo_bench.errors import ConfigError
-from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
-from setgrpo_bench.policy.engine import response_mask, token_logprobs
+from setgrpo_bench.policy import EngineError, GenerateEngine, GenerationConfig, TransformersEngine, load_policy
+from setgrpo_bench.policy.engine import response_mask, token_logprobs, top_p_filter
 
 
 @pytest.fixture(scope="module")
@@ -12,15 +15,60 @@ def policy(small_policy):
     return load_policy(small_policy)
 
 
-def test_engine_logprobs_equal_a_recomputed_forward(policy, medication):
+@pytest.mark.parametrize("engine_class", [TransformersEngine, GenerateEngine])
+@pytest.mark.parametrize("top_p", [1.0, 0.8])
+def test_engine_logprobs_equal_a_teacher_forced_recompute(policy, medication, engine_class, top_p):
     torch.manual_seed(0)
-    engine = TransformersEngine(policy, GenerationConfig(max_new_tokens=20, temperature=0.8))
-    prompts = [medication.instance("eval", i).prompt_text for i in (0, 1, 2)] + ["Hi"]  # unequal lengths
+    engine = engine_class(policy, GenerationConfig(max_new_tokens=20, temperature=0.8, top_p=top_p))
+    prompts = [medication.instance("eval", i).prompt_text for i in (0, 1, 2)] * 4 + ["Hi"]  # unequal lengths
     rollout = engine.generate(prompts)
-    assert rollout.prompt_ids.shape[0] == len(rollout) == 4
+    assert rollout.prompt_ids.shape[0] == len(rollout) == 13
     with torch.no_grad():
         recomputed = token_logprobs(policy.model, rollout, temperature=0.8) * rollout.response_mask
-    assert torch.allclose(recomputed, rollout.logprobs, atol=1e-4)
+    assert (recomputed - rollout.logprobs).abs().max() <= 1e-5
+
+
+def _exact_next_token(policy, prompt, temperature, top_p, prefix=()):
+    """The sampling distribution of the next token after ``prompt`` + ``prefix`` (tempered, nucleus)."""
+    enc = policy.tokenizer([policy.format_prompt(prompt)], return_tensors="pt")
+    ids = torch.cat([enc["input_ids"], torch.tensor([list(prefix)], dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        scores = policy.model(input_ids=ids).logits[0, -1].float() / temperature
+    return top_p_filter(scores[None], top_p)[0].softmax(-1).numpy()
+
+
+@pytest.mark.parametrize("engine_class", [TransformersEngine, GenerateEngine])
+def test_sampled_tokens_follow_the_model_distribution(policy, engine_class):
+    """2,000 samples of the first two tokens on a fixed prompt: every token's count is within its
+    binomial interval (level 1e-4 per token, Bonferroni over tokens), for the first token and for
+    the second given the most frequent first token (the KV-cache path); nucleus-excluded tokens
+    never appear."""
+    prompt, temperature, top_p, n = "Write a short note to Ana about her medication.", 1.3, 0.9, 2000
+    torch.manual_seed(11)
+    rollout = engine_class(policy, GenerationConfig(max_new_tokens=2, temperature=temperature, top_p=top_p,
+                                                    batch_size=500)).generate([prompt] * n)
+    first = rollout.response_ids[:, 0].numpy()
+    checks = [(first, _exact_next_token(policy, prompt, temperature, top_p))]
+    top = int(np.bincount(first).argmax())
+    second = rollout.response_ids[first == top, 1].numpy()
+    if top != policy.tokenizer.eos_token_id:
+        checks.append((second, _exact_next_token(policy, prompt, temperature, top_p, prefix=(top,))))
+    for tokens, p in checks:
+        counts = np.bincount(tokens, minlength=len(p))
+        assert counts[p == 0].sum() == 0
+        support = np.flatnonzero(p > 0)
+        level = 1e-4 / len(support)
+        low, high = binom.interval(1 - level, len(tokens), p[support])
+        assert np.all((counts[support] >= low) & (counts[support] <= high))
+
+
+def test_the_sampling_loop_says_when_a_model_has_no_kv_cache(policy):
+    class NoCache(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None):
+            raise AssertionError("never called")
+
+    with pytest.raises(EngineError, match="no KV cache argument.*--engine generate"):
+        TransformersEngine(dataclasses.replace(policy, model=NoCache()))
 
 
 def test_response_mask_stops_after_first_eos():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import Groups, SetGRPOAgent, TrainConfig, resolve_config
+from setgrpo_bench.agents import Decision, Groups, Needs, SetGRPOAgent, TrainConfig, resolve_config
 from setgrpo_bench.agents import setgrpo_math as sm
 from setgrpo_bench.agents.config import parse_geometry
 from setgrpo_bench.agents.geometry import GradientGeometry
@@ -65,6 +65,33 @@ def test_gram_is_the_gram_of_the_real_losss_per_response_gradients(policy, uneve
     expected = (loop @ loop.T).numpy()
     assert np.abs(K / np.trace(K) - expected / np.trace(expected)).max() <= 1e-5
     assert np.all(np.linalg.eigvalsh(K) >= -1e-9 * np.trace(K))
+
+
+@pytest.mark.parametrize("spec, ghost", [("full", None), ("full", True), ("last:1", None), ("sketch:256", None)])
+def test_the_one_backward_gram_equals_the_torch_func_gram(policy, spec, ghost, medication):
+    """K from activations and output gradients of one backward pass over several groups equals K
+    from torch.func per-response gradients, group by group."""
+    torch.manual_seed(1)
+    prompts = [medication.instance("train", i).prompt_text for i in range(3) for _ in range(5)]
+    rollout = TransformersEngine(policy, GenerationConfig(max_new_tokens=16)).generate(prompts)
+    groups = {0: [0, 1, 2, 3, 4], 1: [5, 6, 8, 9], 2: [10, 11, 12, 13, 14]}
+    geometry = GradientGeometry(policy.model, spec, temperature=1.0, loss_type="grpo", max_new_tokens=16, chunk=8,
+                                ghost=ghost)
+    assert geometry.uses is not None  # the hook path runs for GPT-2
+    hooks = geometry.grams(rollout, groups).grams
+    geometry.uses = None
+    reference = geometry.grams(rollout, groups).grams
+    for b in groups:
+        assert np.abs(hooks[b] - reference[b]).max() <= 1e-5 * np.abs(reference[b]).max()
+
+
+def test_ghost_inner_products_equal_explicit_per_response_gradients():
+    from setgrpo_bench.agents.geometry import _ghost_gram
+
+    rng = torch.Generator().manual_seed(0)
+    a, g = torch.randn(4, 7, 5, generator=rng), torch.randn(4, 7, 3, generator=rng)
+    explicit = torch.einsum("rti,rto->rio", a.double(), g.double()).reshape(4, -1)
+    assert torch.allclose(_ghost_gram(a, g), explicit @ explicit.T, rtol=1e-10)
 
 
 def test_parameter_subsets_sketch_and_identity(policy, group_rollout):
@@ -320,3 +347,35 @@ def test_the_gate_rejects_certifiable_groups_below_the_threshold():
         assert r.accepted == (r.certifiable and r.score >= tau)
         assert decision.accepted[r.index].any() == r.accepted
         assert np.array_equal(decision.coefficients[r.index][r.valid], r.executed if r.accepted else np.zeros_like(r.executed))
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_policy, loss_type):
+    """At μ = 1 the SetGRPO step is formed as Σ_i κ_i φ_i from the per-response gradients the Gram
+    matrices were built from; it must move the parameters as the ordinary backward pass of the
+    GRPO loss does, for any coefficients and accept mask."""
+    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "loss_type": loss_type,
+                                        "groups_per_step": 6})
+    trainers = []
+    for _ in range(2):  # plain SGD: the step is the clipped gradient itself (Adam's first step is its sign)
+        trainer = Trainer(config, load_policy(small_policy), make_envs(config))
+        trainer.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
+        trainers.append(trainer)
+    before = [p.detach().clone() for p in trainers[0].policy.model.parameters()]
+    assert trainers[0].update_from_gradients
+    batch = trainers[0].collect(6)
+    rng = np.random.default_rng(0)
+    coefficients = rng.normal(size=batch.groups.rewards.shape)
+    accepted = rng.random(batch.groups.rewards.shape[0]) < 0.6
+    accepted[0] = True
+    decision = Decision(coefficients, np.repeat(accepted[:, None], 4, axis=1))
+    needs = Needs({b: np.ones(4, bool) for b in range(6)})
+    fused = trainers[0].optimise(batch.groups.rollout, decision,
+                                 trainers[0].geometry_of(batch.groups, needs, keep_gradients=True))
+    plain = trainers[1].optimise(batch.groups.rollout, decision)
+    assert fused["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+    assert fused["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-4)
+    steps = [torch.cat([(p.detach() - p0).reshape(-1) for p, p0 in zip(t.policy.model.parameters(), before)])
+             for t in trainers]
+    assert steps[1].abs().max() > 0
+    assert (steps[0] - steps[1]).abs().max() <= 1e-4 * steps[1].abs().max()

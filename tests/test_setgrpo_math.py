@@ -264,3 +264,16 @@ def test_calibrate_threshold_tests_the_risk_on_d2_and_fixes_the_grid_on_d1():
     kwargs = dict(alpha=0.2, delta=0.1, levels=sm.acceptance_levels())
     assert sm.calibrate_threshold(safe, risky, 1.0, **kwargs) == math.inf  # D2 reverses: nothing is certified
     assert sm.calibrate_threshold(risky, safe, 1.0, **kwargs) == 1.0  # D2 is safe: the grid's one point passes
+
+
+def test_membership_needs_the_box_and_the_zero_sum():
+    rng = np.random.default_rng(3)
+    _, a_hat, rho = _random_group(rng)
+    assert sm.in_set(a_hat, a_hat, rho)
+    assert not sm.in_set(a_hat + 0.5 * rho, a_hat, rho)  # inside the box, but Σa > 0
+    shift = np.zeros_like(a_hat)
+    shift[0], shift[1] = 0.5 * min(rho[:2]), -0.5 * min(rho[:2])
+    assert sm.in_set(a_hat + shift, a_hat, rho)  # inside the box with Σa = 0
+    shift[0] = 2 * rho[0] + 1.0
+    shift[1] = -shift[0]
+    assert not sm.in_set(a_hat + shift, a_hat, rho)  # Σa = 0, outside the box

@@ -27,7 +27,7 @@ from .coefficients import COEFFICIENT_RULES
 
 SELECTORS = ("none", "setgrpo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
-ENGINES = ("transformers", "vllm")
+ENGINES = ("transformers", "generate", "vllm")
 DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env")
 """Where and how a run executes, not what it computes: left out of the experiment's identity, so a
 run may resume on another device and seeds run on CPU and GPU publish together."""
@@ -85,7 +85,8 @@ class RolloutSettings:
 
     policy: str = _f("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
     device: str = _f("cpu", "cpu, cuda or cuda:N")
-    engine: str = _f("transformers", "rollout engine: transformers (KV cache, CPU/GPU) or vllm (GPU, [vllm] extra)")
+    engine: str = _f("transformers", "rollout engine: transformers (a sampling loop over the model's forward with its "
+                     "KV cache), generate (transformers' generate, any model), vllm (GPU, [vllm] extra)")
     vllm_gpu_memory: float = _f(0.3, "vLLM: share of GPU memory for its weights and KV cache")
     is_cap: float = _f(2.0, "vLLM: truncation C of the per-token importance weight π_old/π_vllm")
     temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation")
@@ -105,7 +106,7 @@ class RolloutSettings:
         if self.engine not in ENGINES:
             raise UnknownNameError("engine", self.engine, ENGINES)
         if self.engine == "vllm" and not self.device.startswith("cuda"):
-            raise ConfigError("engine", "vllm", "'transformers' on device cpu", "vLLM runs on CUDA: add --device cuda.")
+            raise ConfigError("engine", "vllm", "'transformers' or 'generate' on device cpu", "vLLM runs on CUDA: add --device cuda.")
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
         batch = trainer.collect(config.run.groups_per_step)
         groups = batch.groups
         needs = agent.needs(groups, trainer.audit_rng, warmup=True)
-        grams = trainer.gram_matrices(groups, needs)
+        grams = trainer.geometry_of(groups, needs).grams
         audits, _ = trainer.audit(groups, needs)
         for b in needs.audits:
             valid, a_hat, sigma = agent.observe(groups, b)

@@ -2,10 +2,11 @@
 
     batch     = collect(B)                          sample B tasks, G responses each, grade every group
     needs     = agent.needs(groups, audit_rng)      which groups need K, which are audited
-    grams     = K of those groups                   per-response gradient geometry of the live policy
+    geometry  = K of those groups                   per-response gradient geometry of the live policy
     audits    = reference grades of those groups    the stronger judge, from its own random stream
     decision  = agent.decide(groups, grams, audits) coefficients and accept mask (pure)
-    optimise(decision)                              μ passes of the GRPO objective
+    optimise(decision)                              μ passes of the GRPO objective (or, at μ = 1,
+                                                    one step Σ_i κ_i φ_i from the geometry's gradients)
     agent.update(groups, grams, audits)             the calibration window changes only now
 
 The trainer owns every piece of state of a run — weights, optimiser, each random stream, the agent's
@@ -23,15 +24,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..agents.base import Audits, Decision, Grams, Groups, Needs
+from ..agents.base import Audits, Decision, Groups, Needs
 from ..agents.build import build_agent
 from ..agents.config import TrainConfig
 from ..agents.diagnostics import true_score_diagnostics
-from ..agents.geometry import GradientGeometry
+from ..agents.geometry import Geometry, GradientGeometry, sequence_weights
 from ..agents.objective import grpo_loss
 from ..envs.rubric_env import RubricEnv
 from ..graders.reference import make_reference
-from ..policy.engine import GenerationConfig, Rollout, RolloutEngine, TransformersEngine, token_logprobs
+from ..policy.engine import (
+    GenerateEngine, GenerationConfig, Rollout, RolloutEngine, TransformersEngine, token_logprobs,
+)
 from ..policy.model import Policy
 from ..policy.vllm_engine import VLLMEngine
 from .seeds import generator, name_key, torch_seed
@@ -54,7 +57,7 @@ def make_engine(config: TrainConfig, policy: Policy) -> RolloutEngine:
     generation = GenerationConfig(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
     if r.engine == "vllm":
         return VLLMEngine(policy, generation, gpu_memory_utilization=r.vllm_gpu_memory, seed=config.run.seed)
-    return TransformersEngine(policy, generation)
+    return GenerateEngine(policy, generation) if r.engine == "generate" else TransformersEngine(policy, generation)
 
 
 class Trainer:
@@ -89,13 +92,13 @@ class Trainer:
         batch = self.collect(self.config.run.groups_per_step)
         t2 = time.perf_counter()
         needs = self.agent.needs(batch.groups, self.audit_rng)
-        grams = self.gram_matrices(batch.groups, needs)
+        geometry = self.geometry_of(batch.groups, needs, keep_gradients=self.update_from_gradients)
         audits, audit_calls = self.audit(batch.groups, needs)
-        decision = self.agent.decide(batch.groups, grams, audits)
+        decision = self.agent.decide(batch.groups, geometry.grams, audits)
         t3 = time.perf_counter()
-        optimised = self.optimise(batch.groups.rollout, decision)
+        optimised = self.optimise(batch.groups.rollout, decision, geometry)
         t4 = time.perf_counter()
-        self.agent.update(batch.groups, grams, audits)
+        self.agent.update(batch.groups, geometry.grams, audits)
         return {
             **self.step_metrics(batch, decision),
             **optimised,
@@ -115,7 +118,7 @@ class Trainer:
         warm = self.collect(self.agent.warmup_groups)
         needs = self.agent.needs(warm.groups, self.audit_rng, warmup=True)
         audits, calls = self.audit(warm.groups, needs)
-        self.agent.update(warm.groups, self.gram_matrices(warm.groups, needs), audits)
+        self.agent.update(warm.groups, self.geometry_of(warm.groups, needs).grams, audits)
         return warm.judge_calls + calls
 
     # ---------------------------------------------------------------- 1. rollouts and grades
@@ -153,9 +156,19 @@ class Trainer:
         return int(np.floor((g + 1) * k + 1e-9) - np.floor(g * k + 1e-9))
 
     # ---------------------------------------------------------------- 2. what the agent asked for
-    def gram_matrices(self, groups: Groups, needs: Needs) -> Grams:
-        """K of the requested responses of each requested group, from the live policy."""
-        return {b: self.geometry.gram(groups.rollout, groups.rows(b)[valid]) for b, valid in needs.grams.items()}
+    def geometry_of(self, groups: Groups, needs: Needs, *, keep_gradients: bool = False) -> Geometry:
+        """K of the requested responses of each requested group, from the live policy (and their
+        per-response gradients when the update will be formed from them)."""
+        rows = {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}
+        return self.geometry.grams(groups.rollout, rows, keep_gradients=keep_gradients)
+
+    @property
+    def update_from_gradients(self) -> bool:
+        """With one pass at ratio 1, no KL term and the trainer's own samples, the GRPO gradient is
+        Σ_i κ_i φ_i over the per-response gradients the geometry already formed: no second backward."""
+        o = self.config.objective
+        return (self.geometry.can_keep_gradients and o.mu == 1 and o.beta == 0
+                and not self.engine.needs_correction and self.config.coefficients.selector == "setgrpo")
 
     def audit(self, groups: Groups, needs: Needs) -> tuple[Audits, int]:
         """Reference grades of the requested groups (in group order, from the audit stream) and
@@ -169,8 +182,9 @@ class Trainer:
         return audits, calls
 
     # ---------------------------------------------------------------- 3. the update
-    def optimise(self, rollout: Rollout, decision: Decision) -> dict[str, float]:
-        """μ passes of the GRPO objective on the batch, with the decision's coefficients."""
+    def optimise(self, rollout: Rollout, decision: Decision, geometry: Geometry | None = None) -> dict[str, float]:
+        """μ passes of the GRPO objective on the batch, with the decision's coefficients (one step
+        from the geometry's per-response gradients when it kept them)."""
         o, r, model = self.config.objective, self.config.rollout, self.policy.model
         device = self.policy.device
         rollout = _to(rollout, device)
@@ -178,6 +192,8 @@ class Trainer:
         acc = torch.tensor(decision.accepted.reshape(-1), dtype=torch.bool, device=device)
         if not acc.any():
             return {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0}
+        if geometry is not None and geometry.gradients is not None:
+            return self._step_from_gradients(rollout, coef, acc, geometry)
         old, is_weights = rollout.logprobs, None
         if self.engine.needs_correction:  # sampled by another engine: π_old is the trainer's own
             with torch.no_grad():
@@ -207,6 +223,33 @@ class Trainer:
             "loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
             "kl": stats.kl, "grad_norm": float(grad_norm),
         }
+
+    def _step_from_gradients(self, rollout: Rollout, coef: torch.Tensor, acc: torch.Tensor, geometry: Geometry
+                             ) -> dict[str, float]:
+        """One optimiser step with ∇L = Σ_i κ_i φ_i. κ_i w_i = ∂L/∂log π(o_it), read off the GRPO loss
+        itself at ratio 1 (it is constant over a response's tokens), and φ_i = w_i Σ_t ∇log π(o_it)
+        are the geometry's per-response gradients at the same parameters."""
+        o, r, model = self.config.objective, self.config.rollout, self.policy.model
+        mask = rollout.response_mask
+        logprobs = rollout.logprobs.clone().requires_grad_(True)
+        loss, stats = grpo_loss(logprobs, rollout.logprobs, coef, mask, acc, epsilon_low=o.epsilon_low,
+                                epsilon_high=o.epsilon_high, clip=o.clip, loss_type=o.loss_type,
+                                max_new_tokens=r.max_new_tokens)
+        loss.backward()
+        per_token = logprobs.grad * mask
+        rows = geometry.rows.to(per_token.device)
+        if float(per_token.abs().sum() - per_token[rows].abs().sum()) > 0:
+            raise RuntimeError("an accepted response has no per-response gradient (no Gram matrix was asked for it)")
+        weights = sequence_weights(mask, o.loss_type, r.max_new_tokens)[rows]
+        kappa = per_token[rows].sum(dim=1) / mask[rows].sum(dim=1).clamp(min=1) / weights
+        for param, phi in zip(self.geometry.params.values(), geometry.gradients):
+            param.grad = (kappa @ phi.to(kappa.device)).view_as(param)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.engine.sync_weights()
+        return {"loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
+                "kl": stats.kl, "grad_norm": float(grad_norm)}
 
     # ---------------------------------------------------------------- 4. what the step did
     def step_metrics(self, batch: Batch, decision: Decision) -> dict[str, Any]:

@@ -5,6 +5,8 @@ Agents only see ``Rollout``; a vLLM engine can replace ``TransformersEngine`` wi
 
 from __future__ import annotations
 
+import inspect
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,8 +14,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SetgrpoBenchError
 from .model import Policy
+
+
+class EngineError(SetgrpoBenchError):
+    """The requested generation engine cannot run here (or cannot run this model)."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,109 @@ class RolloutEngine(ABC):
         """Take the trainer's current parameters (nothing to do when the engine samples from them)."""
 
 
+def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Scores with every token outside the smallest set of probability mass ≥ ``top_p`` set to −∞
+    (nucleus sampling; the same rule as transformers' ``TopPLogitsWarper``)."""
+    if top_p >= 1.0:
+        return scores
+    ordered, order = torch.sort(scores, descending=False)
+    cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+    drop = cumulative <= 1 - top_p
+    drop[..., -1:] = False  # the most likely token always stays
+    return scores.masked_fill(drop.scatter(-1, order, drop), -math.inf)
+
+
+def sample_categorical(scores: torch.Tensor) -> torch.Tensor:
+    """One draw per row from softmax(scores), (N, V) → (N, 1), by inverse CDF: the first token whose
+    cumulative probability exceeds u·total, u ~ U[0, 1). A token of probability 0 is never drawn."""
+    cumulative = (scores - scores.max(dim=-1, keepdim=True).values).exp().cumsum(dim=-1)
+    u = torch.rand((scores.shape[0], 1), device=scores.device) * cumulative[:, -1:]
+    return torch.searchsorted(cumulative, u, right=True).clamp(max=scores.shape[-1] - 1)
+
+
+def _cache_argument(model: torch.nn.Module) -> str:
+    """The name under which the model's forward takes its KV cache (``cache`` in recent
+    transformers, ``past_key_values`` before)."""
+    params = inspect.signature(model.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    raise EngineError(f"{type(model).__name__}.forward takes no KV cache argument: the sampling loop cannot run "
+                      "it; use --engine generate")
+
+
 class TransformersEngine(RolloutEngine):
-    """Batched sampling with transformers ``generate`` (KV cache), on the policy's device."""
+    """Batched sampling over the model's forward with its KV cache, on the policy's device.
+
+    Per step: one forward of the last token of every unfinished row, logits / T, nucleus filter,
+    one categorical draw by inverse CDF (one uniform per row; ``torch.multinomial`` costs ~20× more
+    here); rows that emitted EOS leave the batch once a quarter of it has (their cache rows are
+    dropped together), and the loop ends when every row has finished or the cap is reached. No per-token generation-utils
+    machinery (logits processors, stopping criteria, output dicts): for a small model that overhead
+    is most of ``generate``'s time. The sampled distribution is ``generate``'s with ``do_sample``,
+    ``temperature``, ``top_p`` and ``top_k=0``; ``logprobs`` are those of the tempered, unfiltered
+    distribution, as the trainer recomputes them.
+    """
+
+    def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
+        self.policy, self.config = policy, config
+        self.cache_argument = _cache_argument(policy.model)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str]) -> Rollout:
+        """Sample one response per prompt (repeat a prompt G times for a group)."""
+        tok = self.policy.tokenizer
+        parts = []
+        for start in range(0, len(prompts), self.config.batch_size):
+            chunk = [self.policy.format_prompt(p) for p in prompts[start : start + self.config.batch_size]]
+            enc = tok(chunk, return_tensors="pt", padding=True).to(self.policy.device)
+            ids, logprobs = self._sample(enc["input_ids"], enc["attention_mask"])
+            mask = response_mask(ids, tok.eos_token_id)
+            texts = tok.batch_decode([row[: int(m.sum())] for row, m in zip(ids, mask)], skip_special_tokens=True)
+            parts.append(Rollout(enc["input_ids"], enc["attention_mask"], ids, mask, logprobs * mask,
+                                 [t.strip() for t in texts]))
+        return cat_rollouts(parts, tok.pad_token_id)
+
+    def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(response ids (N, R), log-probabilities (N, R)), R ≤ max_new_tokens; rows end at their EOS."""
+        c, model = self.config, self.policy.model
+        eos, pad = self.policy.tokenizer.eos_token_id, self.policy.tokenizer.pad_token_id
+        n, device = prompt_ids.shape[0], prompt_ids.device
+        ids = torch.full((n, c.max_new_tokens), pad, dtype=torch.long, device=device)
+        logprobs = torch.zeros((n, c.max_new_tokens), device=device)
+        rows = torch.arange(n, device=device)  # the rows still sampling
+        positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+        attention = prompt_mask
+        out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                    logits_to_keep=1)
+        cache, position = out[self.cache_argument], positions[:, -1:] + 1
+        finished = torch.zeros((n, 1), dtype=torch.bool, device=device)
+        steps = 0
+        for t in range(c.max_new_tokens):
+            steps = t + 1
+            scores = out.logits[:, -1].float() / c.temperature
+            token = sample_categorical(top_p_filter(scores, c.top_p))
+            token = torch.where(finished, pad, token)
+            ids[rows, t] = token[:, 0]
+            logprobs[rows, t] = torch.where(finished, 0.0, scores.log_softmax(dim=-1).gather(-1, token))[:, 0]
+            finished = finished | (token == eos)
+            if finished.all() or t + 1 == c.max_new_tokens:
+                break
+            if 4 * int(finished.sum()) >= len(rows):  # a quarter of the batch is done: drop those rows
+                keep = (~finished[:, 0]).nonzero()[:, 0]
+                rows, token, position, attention = rows[keep], token[keep], position[keep], attention[keep]
+                finished = finished[keep]
+                cache.batch_select_indices(keep)
+            attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=1)
+            out = model(input_ids=token, attention_mask=attention, position_ids=position,
+                        **{self.cache_argument: cache}, use_cache=True)
+            position = position + 1
+        return ids[:, :steps], logprobs[:, :steps]
+
+
+class GenerateEngine(RolloutEngine):
+    """Batched sampling with transformers ``generate`` (KV cache): slower than ``TransformersEngine``
+    for small models, but runs any model ``generate`` supports."""
 
     def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
         self.policy, self.config = policy, config
@@ -145,6 +252,9 @@ def token_logprobs(
     ids = torch.cat([prompt_ids, response_ids], dim=1)
     attention = torch.cat([prompt_mask, mask], dim=1)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
-    logits = logits[:, prompt_ids.shape[1] - 1 : -1].float() / temperature
+    width = response_ids.shape[1]
+    # the LM head only where a response token is predicted (the prompt's logits would be discarded)
+    kept = {"logits_to_keep": width + 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, **kept).logits
+    logits = logits[:, -width - 1 : -1].float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)

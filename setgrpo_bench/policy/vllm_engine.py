@@ -13,13 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-from ..errors import SetgrpoBenchError
-from .engine import GenerationConfig, Rollout, RolloutEngine, cat_rollouts, response_mask
+from .engine import EngineError, GenerationConfig, Rollout, RolloutEngine, cat_rollouts, response_mask
 from .model import Policy
-
-
-class EngineError(SetgrpoBenchError):
-    """The requested generation engine cannot run here."""
 
 
 class VLLMEngine(RolloutEngine):
