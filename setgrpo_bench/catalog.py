@@ -16,7 +16,7 @@ from .errors import SpecError
 
 ENV_VAR = "SETGRPO_BENCH_CATALOG"
 ENTRY_POINT_GROUP = "setgrpo_bench.catalog"
-KINDS = ("envs", "agents", "graders")
+KINDS = ("envs", "agents", "graders", "protocols")
 _added: list[Path] = []
 
 

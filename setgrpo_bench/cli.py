@@ -103,12 +103,17 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from .agents.config import FIELDS
+    from .agents.protocol import load_protocol
     from .harness.sweep import parse_seeds, sweep
 
-    overrides = {name: getattr(args, name) for name in FIELDS if name not in ("agent", "seed")
+    overrides = {name: getattr(args, name) for name in FIELDS if name not in ("agent", "seed", "noise", "threads")
                  and getattr(args, name, None) is not None}
+    protocol = load_protocol(args.protocol) if args.protocol else None
+    noises = [n.strip() for n in args.noise.split(",") if n.strip()] if args.noise else (
+        list(protocol.noise) if protocol else ["realistic"])
+    seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    result = sweep(agents, parse_seeds(args.seeds), args.out, overrides=overrides, jobs=args.jobs, console=console)
+    result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, console=console)
     failed = sum(r["status"] == "failed" for r in result)
     console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
     return 1 if failed else 0
@@ -143,7 +148,11 @@ def _publish(args: argparse.Namespace) -> int:
     from .leaderboard import publish
 
     command = "python -m setgrpo_bench publish " + " ".join(args.runs)
-    for path in publish(args.runs, args.board, name=args.name, command=args.command or command, replace=args.replace):
+    from .agents.protocol import load_protocol
+
+    protocol = load_protocol(args.protocol).id if args.protocol else None
+    for path in publish(args.runs, args.board, name=args.name, command=args.command or command, replace=args.replace,
+                        protocol=protocol):
         console.print(f"published {path}")
     return 0
 
@@ -202,7 +211,7 @@ def _add_diagnose_parser(commands: argparse._SubParsersAction) -> None:
 def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("sweep", help="run every (agent, seed), resumable, in parallel processes")
     parser.add_argument("--agents", required=True, help="comma-separated agent presets")
-    parser.add_argument("--seeds", default="5", help="a count (5 → seeds 0..4) or comma-separated seeds")
+    parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each gets cores / jobs threads)")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<agent>/seed<k>/")
     _add_overrides(parser)
@@ -222,7 +231,23 @@ def _add_board_parsers(commands: argparse._SubParsersAction) -> None:
     publish.add_argument("--board", default="leaderboard", help="board folder (holds results/)")
     publish.add_argument("--command", help="the command that produced the runs, recorded on the board")
     publish.add_argument("--replace", action="store_true", help="replace the submission of the same name (e.g. more seeds)")
+    publish.add_argument("--protocol", default="board-v1",
+                         help="the board's protocol: runs made under another one are refused ('' accepts any)")
     publish.set_defaults(func=_publish)
+
+
+def _build_policy(args: argparse.Namespace) -> int:
+    from .policy.tiny import SHIPPED, TinyConfig, build_key, build_tiny
+
+    out = build_tiny(TinyConfig(), force=True, out=args.out or SHIPPED)
+    console.print(f"built the embedded policy in {out} (key {build_key()[:16]})")
+    return 0
+
+
+def _add_build_policy_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("build-policy", help="rebuild the embedded tiny policy (deterministic) and ship it")
+    parser.add_argument("--out", help="folder to write (default: the build shipped inside the package)")
+    parser.set_defaults(func=_build_policy)
 
 
 def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
@@ -256,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep_parser(commands)
     _add_board_parsers(commands)
     _add_serve_parser(commands)
+    _add_build_policy_parser(commands)
     return parser
 
 

@@ -146,7 +146,7 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
 
 def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monkeypatch):
     from setgrpo_bench.harness import sweep as sweep_module
-    from setgrpo_bench.harness.sweep import parse_seeds, sweep
+    from setgrpo_bench.harness.sweep import available_cores, parse_seeds, sweep
 
     assert parse_seeds("3") == [0, 1, 2] and parse_seeds("4,7") == [4, 7]
     with pytest.raises(Exception, match="distinct"):
@@ -157,13 +157,16 @@ def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monke
 
     def flaky(args, **kwargs):  # the first attempt of seed 1 crashes; its retry must succeed
         calls.append(args)
-        if "--seed" in args and args[args.index("--seed") + 1] == "1" and len([c for c in calls if "1" in c]) == 1:
+        seed_of = lambda c: c[c.index("--seed") + 1] if "--seed" in c else None  # noqa: E731
+        if seed_of(args) == "1" and len([c for c in calls if seed_of(c) == "1"]) == 1:
             return subprocess.CompletedProcess(args, 137, "", "killed")
         return real(args, **kwargs)
 
     monkeypatch.setattr(sweep_module.subprocess, "run", flaky)
     result = sweep(["grpo"], [0, 1], tmp_path / "sweep", overrides=overrides, jobs=2)
     assert [r["status"] for r in result] == ["done", "done"]
+    assert (tmp_path / "sweep" / "realistic" / "grpo" / "seed1" / "eval.json").is_file()
+    assert all(c[c.index("--threads") + 1] == str(max(1, available_cores() // 2)) for c in calls)
     assert result[1]["attempts"] == [137, 0] and result[0]["attempts"] == [0]
     again = sweep(["grpo"], [0, 1], tmp_path / "sweep", overrides=overrides)
     assert all(r["status"].startswith("skipped") for r in again)

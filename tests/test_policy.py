@@ -94,3 +94,32 @@ def test_bad_generation_config(kw, match):
 def test_bad_device():
     with pytest.raises(ConfigError, match="device='tpu'"):
         load_policy("tiny", device="tpu")
+
+
+def test_the_shipped_policy_matches_the_suite_and_its_config():
+    """The embedded policy ships inside the package under the key of the suite and config it was
+    built from; a change to a benchmark, a rubric or the config makes this fail: rebuild it with
+    ``python -m setgrpo_bench build-policy``."""
+    from setgrpo_bench.policy.tiny import SHIPPED, TinyConfig, build_key, shipped_key, tiny_path
+
+    assert shipped_key() is not None, f"no policy is shipped in {SHIPPED}"
+    assert shipped_key() == build_key(TinyConfig()), "the shipped policy is stale: python -m setgrpo_bench build-policy"
+    assert tiny_path() == SHIPPED
+    assert sum(f.stat().st_size for f in SHIPPED.iterdir()) <= 10 * 2**20
+
+
+def test_the_policy_hash_ignores_library_metadata(small_policy, tmp_path):
+    import json
+    import shutil
+
+    from setgrpo_bench.policy import policy_fingerprint
+
+    copy = tmp_path / "copy"
+    shutil.copytree(small_policy, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config["transformers_version"] = "0.0.1"
+    (copy / "config.json").write_text(json.dumps(config, indent=7))
+    assert policy_fingerprint(copy) == policy_fingerprint(small_policy)
+    config["n_embd"] = config["n_embd"] * 2
+    (copy / "config.json").write_text(json.dumps(config))
+    assert policy_fingerprint(copy) != policy_fingerprint(small_policy)

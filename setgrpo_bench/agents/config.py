@@ -24,11 +24,12 @@ from ..errors import ConfigError, SpecError, UnknownNameError
 from ..graders.reference import parse_reference
 from ..tasks.yamlio import line_of, load_yaml
 from .coefficients import COEFFICIENT_RULES
+from .protocol import load_protocol
 
 SELECTORS = ("none", "setgrpo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 ENGINES = ("transformers", "generate", "vllm")
-DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env")
+DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env", "threads")
 """Where and how a run executes, not what it computes: left out of the experiment's identity, so a
 run may resume on another device and seeds run on CPU and GPU publish together."""
 
@@ -66,8 +67,15 @@ class RunSettings:
     group_size: int = _f(8, "responses per prompt (G >= 2)")
     eval_instances: int = _f(64, "eval-split instances per env (0: the whole split)")
     checkpoint_every: int = _f(1, "steps between checkpoints (resume restarts from the last one)")
+    protocol: str = _f("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
 
     def __post_init__(self) -> None:
+        if self.protocol:
+            protocol = load_protocol(self.protocol)
+            for key, value in protocol.settings.items():
+                if getattr(self, key, value) != value:
+                    raise ConfigError(key, getattr(self, key), f"{value}, the budget of protocol {protocol.id}",
+                                      f"Drop --{key.replace('_', '-')} or run without --protocol.")
         _check([
             ("seed", self.seed, self.seed >= 0, "an integer >= 0", ""),
             ("steps", self.steps, self.steps >= 0, "an integer >= 0", ""),
@@ -92,9 +100,11 @@ class RolloutSettings:
     temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation")
     top_p: float = _f(1.0, "nucleus sampling mass")
     max_new_tokens: int = _f(72, "response length cap in tokens")
+    threads: int = _f(0, "torch threads (0: every core this process may use; sweep gives each of N parallel runs cores/N)")
 
     def __post_init__(self) -> None:
         _check([
+            ("threads", self.threads, self.threads >= 0, "an integer >= 0", ""),
             ("device", self.device, self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
              "'cpu', 'cuda' or 'cuda:N'", ""),
             ("vllm_gpu_memory", self.vllm_gpu_memory, 0 < self.vllm_gpu_memory < 1, "a number in (0, 1)", ""),
@@ -248,6 +258,9 @@ class TrainConfig:
     setgrpo: SetGRPOSettings = field(default_factory=SetGRPOSettings)
 
     def __post_init__(self) -> None:
+        if self.run.protocol and self.objective.mu != (mu := load_protocol(self.run.protocol).settings["mu"]):
+            raise ConfigError("mu", self.objective.mu, f"{mu}, the passes of protocol {self.run.protocol}",
+                              "Drop --mu or run without --protocol.")
         if self.coefficients.selector == "setgrpo":
             if self.grading.oracle:
                 raise ConfigError("oracle", True, "False with selector 'setgrpo'",
@@ -392,8 +405,17 @@ def budget_matched_repeats(setgrpo: TrainConfig) -> float:
 
 
 def resolve_config(agent: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """Defaults ← preset ``agent`` ← ``overrides`` (CLI values as strings or typed values)."""
+    """Defaults ← preset ``agent`` ← ``overrides`` (CLI values as strings or typed values); with a
+    ``protocol``, its budget replaces the preset's (overriding it is an error)."""
     values = load_preset(agent)
-    for key, value in (overrides or {}).items():
-        values[key] = coerce(key, value)
+    overrides = {key: coerce(key, value) for key, value in (overrides or {}).items()}
+    values.update(overrides)
+    if values.get("protocol"):
+        protocol = load_protocol(values["protocol"])
+        for key, value in protocol.settings.items():
+            if key in overrides and overrides[key] != value:
+                raise ConfigError(key, overrides[key], f"{value}, the budget of protocol {protocol.id}",
+                                  f"Drop --{key.replace('_', '-')} or run without --protocol.")
+            values[key] = value
+        values["protocol"] = protocol.id
     return TrainConfig.from_flat(values)

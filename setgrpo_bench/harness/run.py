@@ -23,6 +23,7 @@ from .evaluate import evaluate
 from .report import plot_curves, plot_setgrpo, summarise_diagnostics, summary_table
 from .rundir import RunDir, read_json, write_json
 from .suite import make_envs, suite_fingerprint
+from .sweep import available_cores
 from .trainer import NonFiniteLossError, Trainer
 
 
@@ -63,6 +64,7 @@ def run(
     keep_freed_memory()
     rundir = RunDir(out)
     resumed = rundir.prepare(config, resume=resume, overwrite=overwrite)
+    torch.set_num_threads(config.rollout.threads or available_cores())
     envs = make_envs(config)
     policy = load_policy(config.rollout.policy, config.rollout.device)
     trainer = Trainer(config, policy, envs)

@@ -23,27 +23,32 @@ def _existing(results: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None = None,
-            command: str | None = None, replace: bool = False) -> list[Path]:
+            command: str | None = None, replace: bool = False, protocol: str | None = None) -> list[Path]:
     """Turn run folders (or a sweep folder: one submission per agent) into board files; rebuild the board.
 
-    Refuses, with the reason, anything that does not validate, was made on another suite, has
-    repeated seeds, or duplicates a submission already on the board (``replace`` lets a submission
+    Refuses, with the reason, anything that does not validate, was made on another suite or (with
+    ``protocol``, a ``name@version``) under another protocol, has repeated seeds, or duplicates a
+    submission already on the board (``replace`` lets a submission
     take the place of the one with its name, e.g. the same agent with more seeds).
     """
     folders = run_folders(paths)
     by_agent: dict[str, list[Path]] = {}
-    for folder in folders:
+    for folder in folders:  # one submission per (agent, judge profile)
         config = folder / "config.json"
-        agent = json.loads(config.read_text(encoding="utf-8"))["config"]["agent"] if config.is_file() else folder.name
-        by_agent.setdefault(agent, []).append(folder)
+        saved = json.loads(config.read_text(encoding="utf-8"))["config"] if config.is_file() else {}
+        key = f"{saved.get('agent', folder.name)} ({saved.get('noise', '?')})"
+        by_agent.setdefault(key, []).append(folder)
     if name and len(by_agent) > 1:
-        raise SubmissionError(f"--name names one submission, but the runs hold {len(by_agent)} agents: {sorted(by_agent)}")
+        raise SubmissionError(f"--name names one submission, but the runs hold {len(by_agent)}: {sorted(by_agent)}")
     results = Path(board) / RESULTS
     results.mkdir(parents=True, exist_ok=True)
     written = []
     for agent, runs in sorted(by_agent.items()):
         submission = make_submission(runs, name=name, command=command)
         problems = check_submission(submission)
+        if protocol and submission.get("protocol", {}).get("id") != protocol:
+            problems.append(f"protocol: the runs were made under {submission.get('protocol', {}).get('id') or 'no protocol'}, "
+                            f"this board compares agents under {protocol}; rerun with --protocol {protocol}")
         if problems:
             raise SubmissionError(f"{agent}: " + "; ".join(problems))
         for path, other in _existing(results):

@@ -15,13 +15,14 @@ import numpy as np
 
 from .. import __version__
 from ..agents.config import TrainConfig
+from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..harness.rundir import read_json
 from ..harness.suite import suite_fingerprint
 from ..tasks.benchmark import stable_hash
 from .aggregate import aggregate_seeds
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
 
 
@@ -61,7 +62,8 @@ def run_folders(paths: Sequence[str | Path]) -> list[Path]:
         if (path / "config.json").is_file() or (path / "eval.json").is_file():
             out.append(path)
         else:
-            found = sorted(p.parent for p in path.glob("*/config.json")) or sorted(p.parent for p in path.glob("*/*/config.json"))
+            found = (sorted(p.parent for p in path.glob("*/config.json")) or sorted(p.parent for p in path.glob("*/*/config.json"))
+                     or sorted(p.parent for p in path.glob("*/*/*/config.json")))
             if not found:
                 raise SubmissionError(f"{path} holds no run (no config.json in it or below it)")
             out += found
@@ -126,6 +128,9 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
                      **({"transformers": first["transformers"]} if "transformers" in first else {})},
         "git_hash": _git_hash(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    if config.get("protocol"):
+        protocol = load_protocol(config["protocol"])
+        submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}
     if command:
         submission["command"] = command
     return submission
@@ -155,6 +160,14 @@ def check_submission(submission: Any) -> list[str]:
         now = current_suite_hash(submission)
     except (SetgrpoBenchError, TypeError) as exc:
         return [f"config: cannot rebuild the suite it was run on ({exc})"]
+    if "protocol" in submission:
+        try:
+            protocol = load_protocol(submission["protocol"]["id"])
+        except SetgrpoBenchError as exc:
+            return [f"protocol: {exc}"]
+        if protocol.fingerprint() != submission["protocol"]["hash"]:
+            return [f"protocol: {protocol.id} has changed since the runs were made (its file now fixes another "
+                    "budget); rerun under the current protocol"]
     if now != submission["suite"]["hash"]:
         return [f"suite.hash: {submission['suite']['hash'][:12]}… was computed on a different suite than the current "
                 f"catalog's {now[:12]}… (benchmarks, rubrics, judge profile or eval size changed); rerun on this version"]

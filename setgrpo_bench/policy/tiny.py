@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
@@ -27,6 +27,9 @@ from ..tasks.benchmark import stable_hash
 from .model import RESPONSE_MARKER
 
 CACHE_ENV = "SETGRPO_BENCH_CACHE"
+SHIPPED = Path(__file__).with_name("embedded")
+"""The default build, shipped inside the package (weights, tokenizer and its build key)."""
+KEY_FILE = "build_key.txt"
 EOS = "<|endoftext|>"
 CORPUS_VERSION = 1
 
@@ -41,9 +44,11 @@ class TinyConfig:
     n_head: int = 4  # attention heads
     n_positions: int = 256  # context length (prompt ≈ 55 + response ≤ 96 tokens)
     dropout: float = 0.0  # one pass over the corpus does not overfit; RL needs a dropout-free policy
+    activation: str = "gelu_pytorch_tanh"  # torch's fused tanh-GELU (the same function as GPT-2's gelu_new, ~4× faster)
     instances_per_benchmark: int = 600  # train-split prompts per benchmark in the corpus
     examples_per_instance: int = 1  # example responses per prompt (random quality)
     min_quality: float = 0.3  # lowest quality of example responses; below it the model learns mostly noise
+    max_quality: float = 1.0  # highest quality of example responses
     prompt_loss: bool = False  # also learn to predict prompt tokens (more signal per sequence)
     epochs: int = 1  # passes over the corpus
     batch_size: int = 16  # sequences per optimiser step (more steps beat bigger batches at this budget)
@@ -66,11 +71,24 @@ def _builtin_envs() -> Path:
     return builtin_root() / "envs"
 
 
-def tiny_path(config: TinyConfig = TinyConfig()) -> Path:
-    """Cache folder of the tiny model for ``config`` and the current built-in suite."""
+def build_key(config: TinyConfig = TinyConfig()) -> str:
+    """What the embedded model is a function of: the built-in suite's content, this config and the
+    corpus recipe. A shipped or cached build is used only under its own key."""
     suite = {name: load_env_benchmark(name).content_hash() for name in _builtin_names()}
-    key = stable_hash({"suite": suite, "config": asdict(config), "corpus": CORPUS_VERSION})
-    return cache_root() / f"tiny-{key[:16]}"
+    return stable_hash({"suite": suite, "config": asdict(config), "corpus": CORPUS_VERSION})
+
+
+def shipped_key() -> str | None:
+    """The key of the build shipped inside the package, or None when none is shipped."""
+    path = SHIPPED / KEY_FILE
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def tiny_path(config: TinyConfig = TinyConfig()) -> Path:
+    """The folder of the tiny model for ``config`` and the current built-in suite: the shipped build
+    when its key matches, else a folder of the cache."""
+    key = build_key(config)
+    return SHIPPED if shipped_key() == key else cache_root() / f"tiny-{key[:16]}"
 
 
 def warm_start_corpus(config: TinyConfig) -> list[tuple[str, str]]:
@@ -82,7 +100,8 @@ def warm_start_corpus(config: TinyConfig) -> list[tuple[str, str]]:
         bench = load_env_benchmark(name)
         for index in range(min(config.instances_per_benchmark, bench.size("train"))):
             task = bench.instance("train", index)
-            examples = bench.examples(task, rng, config.examples_per_instance, min_quality=config.min_quality)
+            examples = bench.examples(task, rng, config.examples_per_instance, min_quality=config.min_quality,
+                                      max_quality=config.max_quality)
             pairs += [(task.prompt_text, r) for r in examples]
     order = rng.permutation(len(pairs))
     return [pairs[i] for i in order]
@@ -156,26 +175,29 @@ def _train(model: GPT2LMHeadModel, examples, config: TinyConfig, progress: Progr
     model.eval()
 
 
-def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False) -> Path:
-    """Build (or reuse from the cache) the embedded model; returns its folder."""
-    target = tiny_path(config)
-    if target.is_dir() and (target / "config.json").is_file() and not force:
+def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False, out: Path | None = None) -> Path:
+    """Build (or reuse, shipped or cached) the embedded model; returns its folder. ``out`` builds into
+    a given folder (``build-policy`` writes the shipped build so)."""
+    target = Path(out) if out is not None else tiny_path(config)
+    key = build_key(config)
+    if not force and (target / "config.json").is_file() and _key_of(target) == key:
         return target
     # building leaves the caller's random streams untouched (a run that builds the policy first
     # gives the same result as one that finds it cached)
     with torch.random.fork_rng(devices=[]), Progress(
-        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("eta"), TimeRemainingColumn(), transient=False,
     ) as progress:
         torch.manual_seed(config.seed)
-        prep = progress.add_task("tiny policy: corpus and tokenizer", total=None)
+        prep = progress.add_task("tiny policy: corpus and tokenizer", total=1)
         pairs = warm_start_corpus(config)
         tokenizer = _tokenizer(pairs, config)
         examples = _examples(pairs, tokenizer, config)
-        progress.update(prep, total=1, completed=1)
+        progress.update(prep, completed=1)
         model = GPT2LMHeadModel(GPT2Config(
             vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd,
             n_layer=config.n_layer, n_head=config.n_head, resid_pdrop=config.dropout, embd_pdrop=config.dropout,
-            attn_pdrop=config.dropout, bos_token_id=tokenizer.eos_token_id,
+            attn_pdrop=config.dropout, activation_function=config.activation, bos_token_id=tokenizer.eos_token_id,
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         ))
         _train(model, examples, config, progress)
@@ -183,7 +205,13 @@ def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False) -> Pat
     staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
+    (staging / KEY_FILE).write_text(key + "\n", encoding="utf-8")
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)
     return target
+
+
+def _key_of(folder: Path) -> str | None:
+    path = folder / KEY_FILE
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None

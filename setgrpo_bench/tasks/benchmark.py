@@ -66,7 +66,8 @@ class Benchmark(ABC):
     def content_hash(self) -> str:
         """Hash of everything that defines the instances and rubrics."""
 
-    def examples(self, task: TaskInstance, rng: np.random.Generator, n: int, min_quality: float = 0.0) -> list[str]:
+    def examples(self, task: TaskInstance, rng: np.random.Generator, n: int, min_quality: float = 0.0,
+                 max_quality: float = 1.0) -> list[str]:
         """Example responses of graded quality for the warm start; empty when the benchmark has none."""
         return []
 
@@ -220,14 +221,16 @@ class ProceduralBenchmark(Benchmark):
         except SpecError as exc:
             raise self._error(exc, "criteria") from None
 
-    def examples(self, task: TaskInstance, rng: np.random.Generator, n: int, min_quality: float = 0.0) -> list[str]:
-        """``n`` example responses whose quality is drawn uniformly from [min_quality, 1] (poor to excellent)."""
+    def examples(self, task: TaskInstance, rng: np.random.Generator, n: int, min_quality: float = 0.0,
+                 max_quality: float = 1.0) -> list[str]:
+        """``n`` example responses whose quality is drawn uniformly from [min_quality, max_quality]
+        (0 poor, 1 excellent)."""
         spec = self.spec.get("examples")
         if not spec:
             return []
         names = self.names(task.metadata["split"], task.metadata["index"]).values
         try:
-            return [_example(spec, names, rng, float(rng.uniform(min_quality, 1.0))) for _ in range(n)]
+            return [_example(spec, names, rng, float(rng.uniform(min_quality, max_quality))) for _ in range(n)]
         except SpecError as exc:
             raise self._error(exc, "examples") from None
 
