@@ -31,6 +31,15 @@ def binomial_ok(k: int, n: int, p: float, alpha: float = 1e-4) -> bool:
     return low <= k <= high
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Tests write their cached evaluations and policies to a private cache, never the user's."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("session-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def builtin_ids() -> list[str]:
     return registered_env_ids()
@@ -49,9 +58,4 @@ def medication():
 @pytest.fixture(scope="session")
 def small_policy(tmp_path_factory) -> str:
     """Folder of a test-sized tiny policy (built once per session in a private cache)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("cache")))
-    try:
-        return str(build_tiny(SMALL))
-    finally:
-        mp.undo()
+    return str(build_tiny(SMALL, out=tmp_path_factory.mktemp("small-policy") / "tiny"))

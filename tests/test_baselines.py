@@ -114,10 +114,13 @@ def test_rule_agent_feeds_criterion_level_rules_and_drops_left_out_responses():
 
 
 def test_budget_matched_repeats_and_fractional_schedule(small_policy):
-    setgrpo = resolve_config("setgrpo")
+    setgrpo = resolve_config("setgrpo", {"protocol": "board-v1", "reference": "consensus:5"})
+    steps = setgrpo.run.steps
     k = budget_matched_repeats(setgrpo)
-    assert k == pytest.approx((32 * 16 + 48 * 6 + 32 * 4 * 5) / (32 * 16))
-    assert resolve_config("grpo_kavg").grading.judge_repeats == pytest.approx(k)
+    assert k == pytest.approx((steps * 16 + 48 * 6 + steps * 4 * 5) / (steps * 16))
+    expert = resolve_config("setgrpo", {"protocol": "board-v1"})  # audits cost 10 training-judge calls each
+    assert budget_matched_repeats(expert) == pytest.approx((steps * 16 + 48 * 11 + steps * 4 * 10) / (steps * 16))
+    assert resolve_config("grpo_kavg").grading.judge_repeats == pytest.approx(budget_matched_repeats(expert))
     config = resolve_config("grpo_kavg", {"policy": small_policy, "judge_repeats": 2.3, "envs": "MedicationGuide"})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
     repeats = [trainer._repeats() for _ in range(97)]

@@ -45,7 +45,7 @@ def _error_counts(profile, words, seed=0):
     return task, errors
 
 
-@pytest.mark.parametrize("name", ["clean", "mild", "realistic", "harsh"])
+@pytest.mark.parametrize("name", ["clean", "mild", "realistic", "harsh", "sparse", "expert"])
 def test_observed_error_rates_match_profile(name):
     profile = load_profile(name)
     task, errors = _error_counts(name, profile.reference_words)
@@ -165,3 +165,37 @@ def test_bad_profile_file_names_file_and_line(tmp_path):
     )
     with pytest.raises(SpecError, match=r"mine.yaml:4: leniency_sd: expected a number"):
         load_profile(path)
+
+
+def test_gross_errors_flip_most_verdicts_of_a_few_calls():
+    """Under ``sparse``, the share of calls with at least 6 of 8 verdicts wrong is the gross-error rate
+    times the chance that ≥ 6 of 8 flip (ordinary errors almost never do that)."""
+    from scipy.stats import binom
+
+    profile = load_profile("sparse")
+    _, errors = _error_counts("sparse", profile.reference_words, seed=2)
+    expected = profile.gross_error_rate * binom.sf(5, 8, profile.gross_flip)
+    assert binomial_ok(int((errors.sum(axis=1) >= 6).sum()), N_GRADINGS, expected, alpha=1e-3)
+
+
+def test_the_expert_references_persistent_errors_are_independent_of_the_judges():
+    """Persistent errors are fixed per (judge, response, criterion); the expert's are drawn with its
+    own seed, so they coincide with the realistic judge's no more often than chance: the count of
+    cells where both err persistently is Binomial(n, p_judge · p_expert)."""
+    from setgrpo_bench.graders.noise import persistent_uniforms
+
+    judge, expert = load_profile("realistic"), load_profile("expert")
+    ids = tuple(f"c{j}" for j in range(10))
+    responses = [f"response {i}" for i in range(4_000)]
+    p_judge, p_expert = 0.3, 0.3  # thresholds on the persistent draws: the events' probabilities
+    a = np.stack([persistent_uniforms(judge.judge_seed, r, ids) for r in responses]) < p_judge
+    b = np.stack([persistent_uniforms(expert.judge_seed, r, ids) for r in responses]) < p_expert
+    n = a.size
+    assert binomial_ok(int(a.sum()), n, p_judge) and binomial_ok(int(b.sum()), n, p_expert)
+    assert binomial_ok(int((a & b).sum()), n, p_judge * p_expert)
+    same = np.stack([persistent_uniforms(judge.judge_seed, r, ids) for r in responses]) < p_judge
+    assert (same == a).all()  # the same judge repeats its persistent errors exactly
+
+
+def test_reference_cost_is_stated_by_its_profile():
+    assert load_profile("expert").cost == 10.0 and load_profile("realistic").cost == 1.0

@@ -238,7 +238,13 @@ def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy
     assert metrics[0]["audit_calls"] > 0 and metrics[0]["grader_calls"] > metrics[0]["audit_calls"]
     assert (tmp_path / "a" / "setgrpo.png").is_file()
     assert full["audit_calls"] == sum(m["audit_calls"] for m in metrics)
-    assert set(full["diagnostics"]) >= {"q", "tau", "uncertifiable", "coverage_ref", "reversal_true"}
+    d = full["diagnostics"]
+    assert set(d) >= {"q", "tau", "uncertifiable", "coverage_ref", "reversal_true", "update_energy_ratio"}
+    for key in ("n_audited", "n_covered_ref", "n_audited_accepted", "n_reversed_ref", "n_nonconstant", "n_accepted",
+                "n_covered_true", "n_reversed_true"):  # pooled counts are the sums of the per-step counts
+        assert d[key] == sum(m[key] for m in metrics), key
+    assert d["coverage_ref"] == d["n_covered_ref"] / d["n_audited"]
+    assert d["coverage_ref_low"] <= d["coverage_ref"] <= d["coverage_ref_high"]
 
     with pytest.raises(Killed):
         run(config, tmp_path / "b", on_step=kill_after(1))
@@ -286,7 +292,8 @@ def _synthetic_samples(rng, n, G=6, noise=0.3):
 
 
 def test_diagnostic_curves_on_exchangeable_groups():
-    from setgrpo_bench.harness.diagnose import clopper_pearson, coverage_curve, risk_curve
+    from setgrpo_bench.harness.diagnose import coverage_curve, risk_curve
+    from setgrpo_bench.harness.pooled import clopper_pearson
 
     samples = _synthetic_samples(np.random.default_rng(0), 240)
     coverage = coverage_curve(samples, [0.1, 0.3], repeats=100, seed=0)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..catalog import catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
+from ..graders.noise import load_profile
 from ..graders.reference import parse_reference
 from ..tasks.yamlio import line_of, load_yaml
 from .coefficients import COEFFICIENT_RULES
@@ -204,7 +205,8 @@ class SetGRPOSettings:
     audit_fraction: float = _f(0.25, "SetGRPO: share of each step's groups also graded by the reference grader")
     window: int = _f(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)")
     warmup_groups: int = _f(48, "SetGRPO: groups of the initial policy audited before the first update")
-    reference: str = _f("consensus:5", "reference grader for audits: 'consensus:K' or 'profile:NAME'")
+    reference: str = _f("profile:expert", "reference grader for audits: 'profile:NAME' (an independent judge; "
+                        "default the 10×-cost 'expert') or 'consensus:K' (K more calls of the same judge: shares its biases)")
     geometry: str = _f("full", "K from per-response gradients: full, last:N (blocks), sketch:D, identity")
     calibrate: bool = _f(True, "SetGRPO (a): calibrate q on D1 (False: q = fixed_q, the no-calib ablation)")
     fixed_q: float = _f(1.0, "q used when calibrate is False")
@@ -392,13 +394,13 @@ def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def budget_matched_repeats(setgrpo: TrainConfig) -> float:
-    """K for GRPO-Kavg so that its judge calls match SetGRPO's over the same run: SetGRPO grades
-    steps·B groups for training, the warm-up batch once plus K_ref times (its audit), and
-    ⌈f·B⌉ audited groups per step K_ref times (K_ref = consensus size, 1 for a profile reference);
-    constant groups are not audited, so the measured ratio is slightly lower."""
+    """K for GRPO-Kavg so that its judge cost matches SetGRPO's over the same run: SetGRPO grades
+    steps·B groups for training, the warm-up batch once plus its audit, and ⌈f·B⌉ audited groups
+    per step; an audit costs K_ref training-judge calls per call (the consensus size K, or the
+    reference profile's ``cost``). Constant groups are not audited, so the measured ratio is lower."""
     s, run = setgrpo.setgrpo, setgrpo.run
     kind, arg = parse_reference(s.reference)
-    k_ref = int(arg) if kind == "consensus" else 1
+    k_ref = int(arg) if kind == "consensus" else load_profile(arg).cost
     training = run.steps * run.groups_per_step
     audits = s.warmup_groups * (1 + k_ref) + run.steps * math.ceil(s.audit_fraction * run.groups_per_step) * k_ref
     return (training + audits) / training

@@ -6,6 +6,7 @@ into an update. With a* replaced by a_true = grpo(true scores):
   reversal_true  = share of accepted groups with c_gᵀK_g a_true < 0 (realised conditional risk)
   retained_alignment = Σ_accepted c_gᵀK_g a_true / Σ_all âᵀK_g a_true (share of GRPO's true-aligned
                        first-order progress that the executed updates keep)
+with the integer counts behind the rates, so that a run's rates are pooled over its groups.
 """
 
 from __future__ import annotations
@@ -42,4 +43,6 @@ def true_score_diagnostics(records: Sequence[GroupRecord], true_scores: np.ndarr
         "coverage_true": float(np.mean(covered)),
         "reversal_true": float(np.mean(reversed_)) if reversed_ else math.nan,
         "retained_alignment": kept / full if full > 0 else math.nan,
+        "n_covered_true": int(sum(covered)), "n_reversed_true": int(sum(reversed_)),
+        "alignment_executed_true": kept, "alignment_grpo_true": full,
     }

@@ -133,6 +133,8 @@ class SetGRPOAgent(Agent):
         covered = [sm.in_set(r.a_ref, r.a_hat, r.rho) for r in audited]
         reversed_ = [sm.reversal(r.executed, r.gram, r.a_ref) for r in audited if r.accepted]
         certified = [r.score for r in records if r.certifiable]
+        executed = sum(float(r.executed @ r.gram @ r.executed) for r in records if r.accepted)
+        grpo = sum(float(r.a_hat @ r.gram @ r.a_hat) for r in records)
         n = max(len(records), 1)
         return {
             "q": q, "tau": tau, "window_d1": float(len(self.fold(0))), "window_d2": float(len(self.fold(1))),
@@ -143,6 +145,13 @@ class SetGRPOAgent(Agent):
             "coverage_ref": float(np.mean(covered)) if covered else math.nan,
             "reversal_ref": float(np.mean(reversed_)) if reversed_ else math.nan,
             "audited_groups": float(len(audited)),
+            # integer counts, pooled over the run for honest rates (a mean of per-step rates over a
+            # handful of groups over-weights steps with one such group)
+            "n_nonconstant": len(records), "n_accepted": sum(r.accepted for r in records),
+            "n_audited": len(audited), "n_covered_ref": int(sum(covered)),
+            "n_audited_accepted": len(reversed_), "n_reversed_ref": int(sum(reversed_)),
+            # how large the executed update is against GRPO's on the same groups: Σ cᵀKc / Σ âᵀKâ
+            "energy_executed": executed, "energy_grpo": grpo,
         }
 
     def state_dict(self) -> dict[str, Any]:

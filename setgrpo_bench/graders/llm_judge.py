@@ -137,6 +137,7 @@ class LLMJudgeGrader:
         if score_rule not in SCORE_RULES:
             raise ConfigError("score_rule", score_rule, f"one of {list(SCORE_RULES)}")
         self.backend, self.profile, self.score_rule = backend, profile, score_rule
+        self.cost_per_call = 1.0  # the training judge is the unit of cost
         self.name = f"{profile.name}@{backend.identity().get('policy') or backend.identity().get('model')}"
 
     def stated_rates(self, task: TaskInstance) -> None:

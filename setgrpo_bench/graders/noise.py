@@ -5,7 +5,9 @@ verdict (false positive when the truth is "not met", false negative when it is "
 logit scale by a per-call leniency shared by all criteria of the call (correlated noise) and by a
 length bias (longer answers look better). A share of the errors is *persistent*: the same judge
 makes the same mistake on the same response and criterion every time it is asked, so repeating the
-judge does not average it away. Scores may be reported on a Likert scale, and a call may fail.
+judge does not average it away. A small share of calls may be *gross errors* (the judge misreads the
+response and flips most verdicts: one mis-scored response in a group). Scores may be reported on a
+Likert scale, and a call may fail. ``cost`` prices a call relative to the training judge.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class NoiseProfile:
     invalid_rate: float = 0.0
     max_retries: int = 2
     judge_seed: int = 0
+    gross_error_rate: float = 0.0  # share of calls that misread the response and flip most verdicts
+    gross_flip: float = 0.8  # in such a call, the probability that each verdict is flipped
+    cost: float = 1.0  # price of one call relative to the training judge's (a reference judge costs more)
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -56,6 +61,7 @@ class NoiseProfile:
                     raise SpecError(f"expected a rate in [0, 0.5), got {rate!r}", field=f"{table}.{category}")
         for name, low, high in (
             ("leniency_sd", 0, 5), ("length_bias", -5, 5), ("persistent_share", 0, 1), ("invalid_rate", 0, 0.5),
+            ("gross_error_rate", 0, 0.5), ("gross_flip", 0, 1), ("cost", 0, 1e6),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
@@ -81,6 +87,14 @@ class NoiseProfile:
     def to_dict(self) -> dict[str, Any]:
         return {k: dict(v) if isinstance(v, Mapping) else v for k, v in asdict(self).items()}
 
+    def fingerprint(self) -> dict[str, Any]:
+        """What defines the judge's scores, for suite hashes: every field but the price of a call, and
+        the gross-error fields only when the judge makes gross errors (otherwise they do nothing)."""
+        out = {k: v for k, v in self.to_dict().items() if k != "cost"}
+        if not self.gross_error_rate:
+            out = {k: v for k, v in out.items() if k not in ("gross_error_rate", "gross_flip")}
+        return out
+
     @property
     def is_clean(self) -> bool:
         return not any(self.false_positive.values()) and not any(self.false_negative.values())
@@ -96,16 +110,17 @@ class NoiseProfile:
         return self.length_bias * np.log2(np.maximum(n_words, 1) / self.reference_words)
 
     def expected_error_rate(self, rate: float, n_words: int | None = None, toward_met: bool = True) -> float:
-        """Marginal error probability of one call (leniency integrated out by Gauss–Hermite), for a
-        criterion with base ``rate``; ``toward_met`` for false positives."""
+        """Marginal error probability of one call (leniency integrated out by Gauss–Hermite, gross
+        errors mixed in), for a criterion with base ``rate``; ``toward_met`` for false positives."""
         if rate == 0:
-            return 0.0
+            return self.gross_error_rate * self.gross_flip
         sign = 1.0 if toward_met else -1.0
         shift = sign * float(self.length_shift(np.array(n_words or self.reference_words)))
         base = expit(logit(rate) + shift)
         nodes, weights = _HERMITE
         total = np.maximum(expit(logit(rate) + shift + sign * self.leniency_sd * nodes), self.persistent_share * base)
-        return float(weights @ total / weights.sum())
+        ordinary = float(weights @ total / weights.sum())
+        return (1 - self.gross_error_rate) * ordinary + self.gross_error_rate * self.gross_flip
 
 
 def persistent_uniforms(judge_seed: int, response: str, criterion_ids: tuple[str, ...]) -> np.ndarray:

@@ -27,6 +27,7 @@ class ConsensusReference:
             raise ConfigError("k", k, "an integer >= 1", "Use e.g. 'consensus:5'.")
         self.grader, self.k = grader, k
         self.name = f"consensus:{k}"
+        self.cost_per_call = grader.cost_per_call  # calls of the training judge itself
 
     def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
         rounds = [self.grader.grade_group(task, responses, rng) for _ in range(self.k)]

@@ -27,8 +27,10 @@ class RubricGrader:
     """Grades with the rubric's programmatic checks, then corrupts the verdicts with a noise profile.
 
     Every call draws exactly ``(max_retries + 1) × (J + 2)`` uniforms per response from ``rng``
-    (invalid-output draw, leniency draw, one error draw per criterion, per attempt), so grading a
-    group at once equals grading its responses one by one from the same stream.
+    (invalid-output draw, leniency draw, one error draw per criterion, per attempt), plus ``J + 1``
+    more when the profile has gross errors (whether the call misreads, and one flip draw per
+    criterion), so grading a group at once equals grading its responses one by one from the same
+    stream.
 
     >>> from setgrpo_bench.envs import load_env_benchmark
     >>> task = load_env_benchmark("MedicationGuide").instance("eval", 0)
@@ -42,6 +44,7 @@ class RubricGrader:
         self.profile = load_profile(profile)
         self.score_rule = score_rule
         self.name = self.profile.name
+        self.cost_per_call = self.profile.cost
 
     def grade(self, task: TaskInstance, response: str, rng: np.random.Generator) -> Grade:
         """Grade one response."""
@@ -53,7 +56,7 @@ class RubricGrader:
         J, G, R = len(task.rubric), len(responses), p.max_retries + 1
         views = [ResponseView(r) for r in responses]
         true = np.stack([task.true_verdicts(v.text) for v in views]) if G else np.zeros((0, J), bool)
-        u = rng.random((G, R, J + 2))
+        u = rng.random((G, R, J + 2 + (J + 1 if p.gross_error_rate > 0 else 0)))
         n_words = np.array([len(v.words) for v in views], dtype=float)
 
         invalid = u[:, :, 0] < p.invalid_rate
@@ -72,8 +75,11 @@ class RubricGrader:
         persistent = np.stack(
             [persistent_uniforms(p.judge_seed, v.text, tuple(c.id for c in task.rubric)) for v in views]
         ) < anchor if p.persistent_share > 0 and G else np.zeros((G, J), bool)
-        fresh = draws[:, 2:] < np.clip((p_call - anchor) / (1.0 - anchor), 0.0, 1.0)
+        fresh = draws[:, 2 : J + 2] < np.clip((p_call - anchor) / (1.0 - anchor), 0.0, 1.0)
         observed = true ^ (persistent | fresh)
+        if p.gross_error_rate > 0:  # a misread response: most verdicts flipped at once
+            gross = draws[:, J + 2] < p.gross_error_rate
+            observed = np.where(gross[:, None], true ^ (draws[:, J + 3 :] < p.gross_flip), observed)
 
         score, raw = rubric_score(task.points, observed, self.score_rule)
         if p.likert_levels:
@@ -98,7 +104,7 @@ class RubricGrader:
 
     def fingerprint(self) -> dict:
         """What defines this judge's behaviour, for suite hashes."""
-        return self.profile.to_dict()
+        return self.profile.fingerprint()
 
     def _spread(self, task: TaskInstance, observed: np.ndarray) -> np.ndarray:
         """Judge-side standard deviation of the score: √Σ w_j² r_j(1 − r_j), where r_j is the stated

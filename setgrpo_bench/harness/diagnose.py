@@ -25,7 +25,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
-from scipy.stats import beta as beta_dist  # noqa: E402
 
 from ..agents import setgrpo_math as sm  # noqa: E402
 from ..agents.coefficients import group_coefficients  # noqa: E402
@@ -33,6 +32,7 @@ from ..agents.config import TrainConfig  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
 from ..policy import load_policy  # noqa: E402
 from .allocator import keep_freed_memory  # noqa: E402
+from .pooled import clopper_pearson  # noqa: E402
 from .rundir import write_json  # noqa: E402
 from .suite import make_envs  # noqa: E402
 from .trainer import Trainer  # noqa: E402
@@ -43,14 +43,6 @@ class GroupSample(sm.AuditedGroup):
     """One audited group: observed â, reference a*, scales σ, Gram K, and the true a_true."""
 
     a_true: np.ndarray
-
-
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact binomial confidence interval for k successes in n trials."""
-    tail = (1 - level) / 2
-    low = 0.0 if k == 0 else float(beta_dist.ppf(tail, k, n - k + 1))
-    high = 1.0 if k == n else float(beta_dist.ppf(1 - tail, k + 1, n - k))
-    return low, high
 
 
 def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
@@ -66,7 +58,7 @@ def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
         groups = batch.groups
         needs = agent.needs(groups, trainer.audit_rng, warmup=True)
         grams = trainer.geometry_of(groups, needs).grams
-        audits, _ = trainer.audit(groups, needs)
+        audits, _, _ = trainer.audit(groups, needs)
         for b in needs.audits:
             valid, a_hat, sigma = agent.observe(groups, b)
             a_ref = agent.reference_coefficients(audits[b], valid)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,29 +43,39 @@ def evaluate(
     *,
     instances: int,
     seed: int,
+    batch: int = 256,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """One sampled response per eval instance of each env, graded by the env's judge; the true
-    score is the noise-free rubric score. Runs on the eval streams of run ``seed``, leaving the
-    caller's torch and numpy random states untouched.
+    score is the noise-free rubric score. Prompts of all envs are sampled together in batches of
+    ``batch`` (``on_progress(done, total)`` after each); runs on the eval streams of run ``seed``,
+    leaving the caller's torch and numpy random states untouched.
     """
-    per_env: dict[str, dict[str, Any]] = {}
+    tasks = {env.benchmark.name: [env.benchmark.instance("eval", i) for i in range(
+        env.benchmark.size("eval") if instances == 0 else min(instances, env.benchmark.size("eval")))] for env in envs}
+    prompts = [t.prompt_text for env_tasks in tasks.values() for t in env_tasks]
+    texts: list[str] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(torch_seed(seed, "eval_sampling"))
-        for env in envs:
-            bench = env.benchmark
-            n = bench.size("eval") if instances == 0 else min(instances, bench.size("eval"))
-            tasks = [bench.instance("eval", i) for i in range(n)]
-            texts = engine.generate([t.prompt_text for t in tasks]).texts
-            rng = generator(seed, "eval_grading", name_key(bench.name))
-            grades = [env.grader.grade(t, r, rng) for t, r in zip(tasks, texts)]
-            true = np.array([g.true_score for g in grades])
-            judge = np.array([g.score for g in grades])
-            per_env[bench.name] = {
-                "domain": bench.domain, "n": n,
-                "true_score": float(true.mean()), "true_score_se": _se(true),
-                "judge_score": float(np.nanmean(judge)), "judge_score_se": _se(judge),
-                "invalid_rate": float(np.isnan(judge).mean()),
-                "true_score_is_estimate": any(g.true_is_estimate for g in grades),
-                "example": {"task_id": tasks[0].id, "response": texts[0]},
-            }
+        for start in range(0, len(prompts), batch):
+            texts += engine.generate(prompts[start : start + batch]).texts
+            if on_progress is not None:
+                on_progress(len(texts), len(prompts))
+    per_env: dict[str, dict[str, Any]] = {}
+    for env in envs:
+        bench = env.benchmark
+        env_tasks, env_texts = tasks[bench.name], texts[: len(tasks[bench.name])]
+        texts = texts[len(env_tasks):]
+        rng = generator(seed, "eval_grading", name_key(bench.name))
+        grades = [env.grader.grade(t, r, rng) for t, r in zip(env_tasks, env_texts)]
+        true = np.array([g.true_score for g in grades])
+        judge = np.array([g.score for g in grades])
+        per_env[bench.name] = {
+            "domain": bench.domain, "n": len(env_tasks),
+            "true_score": float(true.mean()), "true_score_se": _se(true),
+            "judge_score": float(np.nanmean(judge)), "judge_score_se": _se(judge),
+            "invalid_rate": float(np.isnan(judge).mean()),
+            "true_score_is_estimate": any(g.true_is_estimate for g in grades),
+            "example": {"task_id": env_tasks[0].id, "response": env_texts[0]},
+        }
     return {"per_env": per_env, **aggregate(per_env)}

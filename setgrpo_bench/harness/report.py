@@ -35,22 +35,6 @@ def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Pat
     plt.close(fig)
 
 
-DIAGNOSTICS = ("q", "tau", "uncertifiable", "acceptance_nonconstant", "coverage_ref", "coverage_true", "reversal_ref",
-               "reversal_true", "retained_alignment")
-"""Per-step SetGRPO statistics summarised in ``eval.json`` (means over the steps where defined)."""
-
-
-def summarise_diagnostics(metrics: list[dict[str, Any]]) -> dict[str, float]:
-    """Mean of each SetGRPO statistic over the steps where it is finite; empty for other agents."""
-    out = {}
-    for key in DIAGNOSTICS:
-        values = np.array([m[key] for m in metrics if key in m], dtype=float)
-        finite = values[np.isfinite(values)]
-        if values.size:
-            out[key] = float(finite.mean()) if finite.size else None
-    return out
-
-
 def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str) -> None:
     """Per step: q, τ̂, acceptance and uncertifiable shares, coverage and reversal rates."""
     steps = np.array([m["step"] for m in metrics])
@@ -86,11 +70,26 @@ def summary_table(result: dict[str, Any]) -> Table:
         b = before["domains"][domain]["true_score"]
         table.add_row(f"[italic]{domain} mean", "", f"{b:.3f}", f"{row['true_score']:.3f}",
                       f"{row['true_score'] - b:+.3f}", f"{row['judge_score']:.3f}")
-    diagnostics = result.get("diagnostics") or {}
-    if diagnostics:
-        shown = ", ".join(f"{k} {v:.3f}" for k, v in diagnostics.items() if v is not None)
-        table.caption = f"SetGRPO, mean per step: {shown}"
+    if result.get("diagnostics"):
+        table.caption = setgrpo_summary(result["diagnostics"])
     b, a = before["macro_true_score"], after["macro_true_score"]
     table.add_row("[bold]macro", "", f"{b:.3f}", f"[bold]{a:.3f} ± {after['macro_true_score_se']:.3f}",
                   f"{a - b:+.3f}", f"{after['macro_judge_score']:.3f}")
     return table
+
+
+def _rate(d: dict[str, Any], key: str) -> str:
+    if d.get(key) is None:
+        return "—"
+    return f"{d[key]:.2f} [{d[f'{key}_low']:.2f}, {d[f'{key}_high']:.2f}]"
+
+
+def setgrpo_summary(d: dict[str, Any]) -> str:
+    """SetGRPO's run in words: what it accepted, whether its set covered and its gate held."""
+    energy = f"{d['update_energy_ratio']:.2f}×" if d.get("update_energy_ratio") is not None else "—"
+    return (f"SetGRPO accepted {_rate(d, 'acceptance_nonconstant')} of the non-constant groups "
+            f"({d['n_accepted']} of {d['n_nonconstant']}); its executed updates had {energy} the energy cᵀKc of "
+            f"GRPO's on the same groups. Coverage of the coefficient set (share of groups whose reference / true "
+            f"coefficients lie in it): {_rate(d, 'coverage_ref')} / {_rate(d, 'coverage_true')}. Reversal rate "
+            f"of accepted groups (executed update opposing the reference / true one): {_rate(d, 'reversal_ref')} / "
+            f"{_rate(d, 'reversal_true')}. 95% Clopper–Pearson intervals over the run's groups.")

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import AutoModelForCausalLM
 from transformers import __version__ as transformers_version
 
@@ -18,9 +18,12 @@ from .. import __version__
 from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
 from ..policy import load_policy
+from ..policy.tiny import cache_root
+from ..tasks.benchmark import stable_hash
 from .allocator import keep_freed_memory
 from .evaluate import evaluate
-from .report import plot_curves, plot_setgrpo, summarise_diagnostics, summary_table
+from .pooled import summarise_diagnostics
+from .report import plot_curves, plot_setgrpo, summary_table
 from .rundir import RunDir, read_json, write_json
 from .suite import make_envs, suite_fingerprint
 from .sweep import available_cores
@@ -82,17 +85,14 @@ def run(
         start = load_checkpoint(checkpoint, trainer)
         console.print(f"resuming {rundir.root} from step {start}")
     rundir.truncate_metrics(start)
-    eval_seed = config.run.seed
     initial_path = rundir.root / "eval_initial.json"
     if initial_path.is_file():
         initial = read_json(initial_path)
     else:
-        with console.status("evaluating the initial policy"):
-            initial = evaluate(trainer.engine, envs, instances=config.run.eval_instances, seed=eval_seed)
+        initial = _initial_evaluation(config, trainer, envs, policy.fingerprint(), console)
         write_json(initial_path, initial)
     _train(config, rundir, trainer, start, console, on_step)
-    with console.status("evaluating the trained policy"):
-        final = evaluate(trainer.engine, envs, instances=config.run.eval_instances, seed=eval_seed)
+    final = _evaluation(config, trainer, envs, "evaluating the trained policy", console)
     metrics = rundir.metrics()
     result = {
         "agent": config.run.agent, "oracle": config.grading.oracle, "seed": config.run.seed, "steps": config.run.steps,
@@ -100,6 +100,7 @@ def run(
         "improvement_macro_true_score": final["macro_true_score"] - initial["macro_true_score"],
         "grader_calls": sum(r["grader_calls"] for r in metrics),
         "audit_calls": sum(r["audit_calls"] for r in metrics),
+        "grader_cost": sum(r.get("grader_cost", r["grader_calls"]) for r in metrics),
         "train_seconds": sum(r["time_step"] for r in metrics),
         "diagnostics": summarise_diagnostics(metrics),
     }
@@ -111,9 +112,35 @@ def run(
     return result
 
 
+def _evaluation(config: TrainConfig, trainer: Trainer, envs: list, title: str, console: Console) -> dict[str, Any]:
+    columns = (TextColumn(f"[bold]{title}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("eval", total=None)
+        return evaluate(trainer.engine, envs, instances=config.run.eval_instances, seed=config.run.seed,
+                        on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+
+
+def _initial_evaluation(config: TrainConfig, trainer: Trainer, envs: list, policy_hash: str,
+                        console: Console) -> dict[str, Any]:
+    """The initial policy's evaluation depends only on the policy, the suite, the sampling settings
+    and the seed, not on the agent: it is computed once and kept in the cache for every agent."""
+    r = config.rollout
+    key = stable_hash({"policy": policy_hash, "suite": suite_fingerprint(config), "seed": config.run.seed,
+                       "sampling": [r.engine, r.temperature, r.top_p, r.max_new_tokens], "version": __version__})
+    path = cache_root() / "evaluations" / f"{key[:24]}.json"
+    if path.is_file():
+        console.print(f"initial evaluation: reused from {path}")
+        return read_json(path)
+    initial = _evaluation(config, trainer, envs, "evaluating the initial policy", console)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, initial)
+    return initial
+
+
 def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Console, on_step) -> None:
     columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[live]}"))
+               TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[live]}"))
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("train", total=config.run.steps, completed=start, live="")
         for step in range(start + 1, config.run.steps + 1):

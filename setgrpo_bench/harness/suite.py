@@ -63,10 +63,14 @@ def judge_fingerprint(config: TrainConfig) -> dict[str, Any]:
     model identity (an endpoint by URL and model name, a local model by the hash of its files)."""
     g = config.grading
     if not g.uses_llm_judge:
-        return load_profile(g.noise).to_dict()
+        return load_profile(g.noise).fingerprint()
     backend = judge_identity(g.judge) if g.judge else {"kind": "endpoint", "url": endpoint_base(g.judge_url),
                                                        "model": g.judge_model}
     return {"kind": "judge", **load_judge_profile(g.judge_profile).to_dict(), "backend": backend}
+
+
+SUITE_FIELDS = ("envs", "noise", "judge", "judge_url", "judge_model", "judge_profile", "eval_instances")
+"""The settings a suite hash depends on."""
 
 
 def suite_fingerprint(config: TrainConfig) -> str:

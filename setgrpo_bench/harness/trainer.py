@@ -87,13 +87,13 @@ class Trainer:
         """One training step; returns its metrics. The first step of an agent that calibrates
         starts with its warm-up audit of initial-policy groups."""
         t0 = time.perf_counter()
-        warmup_calls = self.warm_up() if not self.warmed_up else 0
+        warmup_calls = self.warm_up() if not self.warmed_up else (0, 0, 0.0)
         t1 = time.perf_counter()
         batch = self.collect(self.config.run.groups_per_step)
         t2 = time.perf_counter()
         needs = self.agent.needs(batch.groups, self.audit_rng)
         geometry = self.geometry_of(batch.groups, needs, keep_gradients=self.update_from_gradients)
-        audits, audit_calls = self.audit(batch.groups, needs)
+        audits, audit_calls, audit_cost = self.audit(batch.groups, needs)
         decision = self.agent.decide(batch.groups, geometry.grams, audits)
         t3 = time.perf_counter()
         optimised = self.optimise(batch.groups.rollout, decision, geometry)
@@ -102,24 +102,27 @@ class Trainer:
         return {
             **self.step_metrics(batch, decision),
             **optimised,
-            "grader_calls": batch.judge_calls + audit_calls + warmup_calls,
-            "audit_calls": audit_calls + warmup_calls,
+            "grader_calls": batch.judge_calls + audit_calls + warmup_calls[0],
+            "audit_calls": audit_calls + warmup_calls[1],
+            # in calls of the training judge: a reference call costs its profile's ``cost``
+            "grader_cost": batch.judge_calls + audit_cost + warmup_calls[2],
             "time_warmup": t1 - t0,
             "time_rollout_grade": t2 - t1,
             "time_coefficients": t3 - t2,
             "time_update": t4 - t3,
         }
 
-    def warm_up(self) -> int:
-        """Audit a batch of the initial policy into the agent's window (step 0); returns judge calls."""
+    def warm_up(self) -> tuple[int, int, float]:
+        """Audit a batch of the initial policy into the agent's window (step 0); returns (all judge
+        calls, audit calls, their cost in training-judge calls)."""
         self.warmed_up = True
         if not self.agent.warmup_groups:
-            return 0
+            return 0, 0, 0.0
         warm = self.collect(self.agent.warmup_groups)
         needs = self.agent.needs(warm.groups, self.audit_rng, warmup=True)
-        audits, calls = self.audit(warm.groups, needs)
+        audits, calls, cost = self.audit(warm.groups, needs)
         self.agent.update(warm.groups, self.geometry_of(warm.groups, needs).grams, audits)
-        return warm.judge_calls + calls
+        return warm.judge_calls + calls, calls, warm.judge_calls + cost
 
     # ---------------------------------------------------------------- 1. rollouts and grades
     def collect(self, n_groups: int) -> Batch:
@@ -170,16 +173,18 @@ class Trainer:
         return (self.geometry.can_keep_gradients and o.mu == 1 and o.beta == 0
                 and not self.engine.needs_correction and self.config.coefficients.selector == "setgrpo")
 
-    def audit(self, groups: Groups, needs: Needs) -> tuple[Audits, int]:
-        """Reference grades of the requested groups (in group order, from the audit stream) and
-        the judge calls they cost."""
-        audits, calls = {}, 0
+    def audit(self, groups: Groups, needs: Needs) -> tuple[Audits, int, float]:
+        """Reference grades of the requested groups (in group order, from the audit stream), the
+        reference calls they took and their cost in training-judge calls."""
+        audits, calls, cost = {}, 0, 0.0
         for b in needs.audits:
+            reference = self.references[groups.env_indices[b]]
             texts = [groups.rollout.texts[i] for i in groups.rows(b)]
-            grades = self.references[groups.env_indices[b]].grade_group(groups.tasks[b], texts, self.audit_rng)
+            grades = reference.grade_group(groups.tasks[b], texts, self.audit_rng)
             audits[b] = np.array([g.score for g in grades])
-            calls += sum(g.judge_calls for g in grades)
-        return audits, calls
+            spent = sum(g.judge_calls for g in grades)
+            calls, cost = calls + spent, cost + spent * reference.cost_per_call
+        return audits, calls, cost
 
     # ---------------------------------------------------------------- 3. the update
     def optimise(self, rollout: Rollout, decision: Decision, geometry: Geometry | None = None) -> dict[str, float]:

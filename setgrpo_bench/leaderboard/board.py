@@ -62,6 +62,7 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
             "coverage_ref": d.get("coverage_ref"), "coverage_true": d.get("coverage_true"),
             "risk_ref": d.get("reversal_ref"), "risk_true": d.get("reversal_true"),
             "grader_calls_per_step": s["grader_calls_per_step"], "wall_time_s": s["wall_time_s"],
+            "grader_cost_per_step": s.get("grader_cost_per_step", s["grader_calls_per_step"]),
         }
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -84,7 +85,8 @@ def noise_order(noise: str) -> tuple[int, str]:
 
 def _domains(frame: pd.DataFrame) -> list[str]:
     fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "macro", "macro_se", "ci_low", "ci_high", "initial",
-             "judge", "coverage_ref", "coverage_true", "risk_ref", "risk_true", "grader_calls_per_step", "wall_time_s"}
+             "judge", "coverage_ref", "coverage_true", "risk_ref", "risk_true", "grader_calls_per_step", "wall_time_s",
+             "grader_cost_per_step"}
     return [c for c in frame.columns if c not in fixed]
 
 
@@ -99,7 +101,7 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         "before training": frame["initial"].map(_fmt),
         "coverage ref / true": [f"{_fmt(r)} / {_fmt(t)}" for r, t in zip(frame["coverage_ref"], frame["coverage_true"])],
         "risk ref / true": [f"{_fmt(r)} / {_fmt(t)}" for r, t in zip(frame["risk_ref"], frame["risk_true"])],
-        "grader calls / step": frame["grader_calls_per_step"].map(lambda v: f"{v:,.0f}"),
+        "judge cost / step": frame["grader_cost_per_step"].map(lambda v: f"{v:,.0f}"),
         "wall time (s)": frame["wall_time_s"].map(lambda v: f"{v:.0f}"),
         "seeds": frame["seeds"].astype(str),
     })

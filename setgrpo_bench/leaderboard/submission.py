@@ -17,8 +17,9 @@ from .. import __version__
 from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
+from ..harness.pooled import pool_seeds
 from ..harness.rundir import read_json
-from ..harness.suite import suite_fingerprint
+from ..harness.suite import SUITE_FIELDS, suite_fingerprint
 from ..tasks.benchmark import stable_hash
 from .aggregate import aggregate_seeds
 
@@ -104,11 +105,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
                                              initial_per_seed=per_seed("true_score", "initial"))
     steps = min(len(m) for *_, m in read)
     curve = lambda key: np.mean([[row[key] for row in m[:steps]] for *_, m in read], axis=0).tolist()  # noqa: E731
-    diagnostics: dict[str, Any] = {}
-    for key in read[0][2].get("diagnostics") or {}:
-        values = [r["diagnostics"].get(key) for _, _, r, _ in read if r.get("diagnostics")]
-        values = [v for v in values if v is not None]
-        diagnostics[key] = float(np.mean(values)) if values else None
+    diagnostics = pool_seeds(r.get("diagnostics") or {} for _, _, r, _ in read)
     config = {k: v for k, v in read[0][1]["config"].items() if k != "seed"}
     agent = config["agent"]
     submission = {
@@ -122,6 +119,8 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         "n_samples": {b: int(read[0][2]["final"]["per_env"][b]["n"]) for b in benchmarks},
         "results": results, "groups": groups, "macro": macro, "diagnostics": diagnostics,
         "grader_calls_per_step": float(np.mean([r["grader_calls"] / max(r["steps"], 1) for _, _, r, _ in read])),
+        "grader_cost_per_step": float(np.mean([r.get("grader_cost", r["grader_calls"]) / max(r["steps"], 1)
+                                               for _, _, r, _ in read])),
         "wall_time_s": float(np.mean([r["train_seconds"] for _, _, r, _ in read])),
         "curves": {"step": list(range(1, steps + 1)), "true_score": curve("true_score"), "reward": curve("reward")},
         "versions": {"package": first["package_version"], "torch": first["torch"], "python": first["python"],
@@ -148,7 +147,8 @@ def _experiment(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
 def current_suite_hash(submission: dict[str, Any]) -> str:
     """The suite hash the submission's config gives with the catalog as it is now (no judge model is
     loaded to compute it)."""
-    return suite_fingerprint(TrainConfig.from_flat({**submission["config"], "seed": 0}))
+    config = submission["config"]
+    return suite_fingerprint(TrainConfig.from_flat({k: config[k] for k in SUITE_FIELDS if k in config}))
 
 
 def check_submission(submission: Any) -> list[str]:

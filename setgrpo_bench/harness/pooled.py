@@ -1,0 +1,80 @@
+"""SetGRPO's promises measured over a whole run (or several seeds), from integer counts (DESIGN §9).
+
+Each step logs counts — audited groups and how many of them the set covered, audited accepted
+groups and how many of them reversed — and rates are pooled over the counts: a mean of per-step
+rates over a handful of groups would over-weight steps with one such group. Every rate comes with
+its exact (Clopper–Pearson) 95% interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+
+RATES = {  # rate: (events, trials) — w.r.t. the reference grader and the true score
+    "coverage_ref": ("n_covered_ref", "n_audited"),
+    "reversal_ref": ("n_reversed_ref", "n_audited_accepted"),
+    "coverage_true": ("n_covered_true", "n_nonconstant"),
+    "reversal_true": ("n_reversed_true", "n_accepted"),
+    "acceptance_nonconstant": ("n_accepted", "n_nonconstant"),
+}
+RATIOS = {  # ratio of pooled sums
+    "update_energy_ratio": ("energy_executed", "energy_grpo"),
+    "retained_alignment": ("alignment_executed_true", "alignment_grpo_true"),
+}
+MEANS = ("q", "tau", "uncertifiable")
+COUNTS = sorted({k for pair in RATES.values() for k in pair})
+SUMS = sorted({k for pair in RATIOS.values() for k in pair})
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact binomial confidence interval for k successes in n trials."""
+    tail = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta_dist.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(beta_dist.ppf(1 - tail, k + 1, n - k))
+    return low, high
+
+
+def pool(totals: Mapping[str, float], means: Mapping[str, float | None] | None = None) -> dict[str, Any]:
+    """Rates with their intervals, ratios and the counts themselves from summed counts."""
+    out: dict[str, Any] = dict(means or {})
+    for rate, (events, trials) in RATES.items():
+        k, n = int(totals.get(events, 0)), int(totals.get(trials, 0))
+        out[rate] = k / n if n else None
+        out[f"{rate}_low"], out[f"{rate}_high"] = clopper_pearson(k, n) if n else (None, None)
+    for ratio, (top, bottom) in RATIOS.items():
+        out[ratio] = totals[top] / totals[bottom] if totals.get(bottom) else None
+    out.update({k: totals.get(k, 0) for k in COUNTS + SUMS})
+    return out
+
+
+def summarise_diagnostics(metrics: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A run's pooled SetGRPO statistics (empty for agents that build no set): rates from the counts
+    summed over its steps, and the mean over steps of q, τ̂ and the uncertifiable share."""
+    metrics = [m for m in metrics if "n_audited" in m]
+    if not metrics:
+        return {}
+    totals = {k: sum(float(m.get(k, 0)) for m in metrics) for k in COUNTS + SUMS}
+    means = {}
+    for key in MEANS:
+        values = np.array([m[key] if m[key] is not None else math.nan for m in metrics if key in m], dtype=float)
+        finite = values[np.isfinite(values)]
+        means[key] = float(finite.mean()) if finite.size else None
+    return pool(totals, means)
+
+
+def pool_seeds(diagnostics: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several seeds' pooled statistics pooled again: counts summed, means averaged."""
+    diagnostics = [d for d in diagnostics if d and "n_audited" in d]
+    if not diagnostics:
+        return {}
+    totals = {k: sum(float(d.get(k, 0)) for d in diagnostics) for k in COUNTS + SUMS}
+    means = {}
+    for key in MEANS:
+        values = [d[key] for d in diagnostics if d.get(key) is not None]
+        means[key] = float(np.mean(values)) if values else None
+    return pool(totals, means)
