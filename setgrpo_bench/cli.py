@@ -15,7 +15,7 @@ from .envs import load_env_benchmark, register_catalog, registered_env_ids
 from .errors import SetgrpoBenchError
 from .tasks.benchmark import SPLITS, validate_benchmark
 
-console = Console()
+console = Console(soft_wrap=True)  # messages stay whole lines when piped or in a narrow terminal
 
 
 def _envs_list(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.cli import main
 from setgrpo_bench.errors import ConfigError, UnknownNameError
 from setgrpo_bench.harness import run
+from setgrpo_bench.harness.run import CheckpointError
 from setgrpo_bench.harness.rundir import RunDirError
 from setgrpo_bench.policy import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
@@ -195,3 +196,85 @@ def test_random_streams_are_independent_of_seed_arithmetic():
     assert len({tuple(v) for v in draws.values()}) == len(draws)
     assert generator(0, "tasks").random() != generator(0, "audits").random()
     assert name_key("MedicationGuide") == name_key("MedicationGuide") != name_key("UnitConversion")
+
+
+@pytest.fixture
+def interrupted(small_policy, tmp_path):
+    """A 5-step run killed after step 3 (checkpoints of steps 2 and 3 kept), and the uninterrupted
+    run's result to compare with."""
+    config = _config(small_policy, steps=5)
+    full = run(config, tmp_path / "full")
+    with pytest.raises(Killed):
+        run(config, tmp_path / "cut", on_step=kill_after(3))
+    checkpoints = tmp_path / "cut" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("step_*")) == ["step_000002", "step_000003"]
+    return config, full, tmp_path / "cut"
+
+
+@pytest.mark.parametrize("damage", ["pointer", "truncated_state", "missing_weights", "garbled_weights"])
+def test_resume_falls_back_past_a_damaged_checkpoint_and_says_so(interrupted, damage, capsys):
+    config, full, out = interrupted
+    newest = out / "checkpoints" / "step_000003"
+    if damage == "pointer":
+        (out / "checkpoints" / "latest").unlink()
+    elif damage == "truncated_state":
+        data = (newest / "trainer_state.pt").read_bytes()
+        (newest / "trainer_state.pt").write_bytes(data[: len(data) // 3])
+    elif damage == "missing_weights":
+        (newest / "model.safetensors").unlink()
+    else:
+        (newest / "model.safetensors").write_bytes(b"\0" * 100)
+    resumed = run(config, out, resume=True)
+    assert resumed["final"] == full["final"]
+    said = capsys.readouterr().out
+    if damage != "pointer":  # (without the pointer, the newest step is found by its name)
+        assert "trying the checkpoint before it" in said and "from step 2" in said
+        assert "steps 3–3 came after the checkpoint of step 2" in said
+
+
+def test_resume_without_a_usable_checkpoint_refuses_and_keeps_the_metrics(interrupted):
+    config, _, out = interrupted
+    for folder in (out / "checkpoints").glob("step_*"):
+        (folder / "trainer_state.pt").write_bytes(b"garbage")
+    lines = (out / "metrics.jsonl").read_text()
+    with pytest.raises(CheckpointError, match=r"steps 1–3 were logged but .*trainer_state|damaged.*Pass --overwrite"):
+        run(config, out, resume=True)
+    assert (out / "metrics.jsonl").read_text() == lines
+    import shutil
+
+    shutil.rmtree(out / "checkpoints")
+    with pytest.raises(CheckpointError, match=r"no checkpoint in .*--overwrite"):
+        run(config, out, resume=True)
+
+
+def test_run_files_are_standard_json_with_the_users_permissions(small_policy, tmp_path):
+    import os
+
+    result = run(resolve_config("setgrpo", {**OVERRIDES, "policy": small_policy, "steps": 1, "warmup_groups": 4,
+                                            "window": 8}), tmp_path / "s")
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+    for line in (tmp_path / "s" / "metrics.jsonl").read_text().splitlines():
+        record = strict(line)
+        assert isinstance(record["tau"], (float, str))  # "inf" while the gate accepts nothing
+    strict((tmp_path / "s" / "eval.json").read_text())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "s" / "eval.json").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert result["diagnostics"]["n_nonconstant"] >= 0
+
+
+def test_the_run_that_builds_the_policy_gives_the_same_result_as_a_cached_one(tmp_path, monkeypatch):
+    """``--policy tiny`` on an empty cache builds the policy inside the run; that must not shift any
+    random stream of the run (a cached policy must give the same ``eval.json``)."""
+    from setgrpo_bench.policy import load as load_module
+
+    monkeypatch.setenv("SETGRPO_BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(load_module, "build_tiny", lambda: build_tiny(SMALL))
+    config = _config("tiny")
+    building = run(config, tmp_path / "first")
+    assert (tmp_path / "cache").is_dir()
+    cached = run(config, tmp_path / "second")
+    assert building["final"] == cached["final"] and building["initial"] == cached["initial"]

@@ -43,13 +43,45 @@ def save_checkpoint(rundir: RunDir, trainer: Trainer, step: int) -> None:
     rundir.commit_checkpoint(staging, step)
 
 
+class CheckpointError(SetgrpoBenchError):
+    """A checkpoint folder cannot be read back."""
+
+
 def load_checkpoint(folder: Path, trainer: Trainer) -> int:
     """Restore weights, optimiser and every random state; returns the checkpoint's step."""
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")
-    trainer.policy.model.load_state_dict(model.state_dict())
-    state = torch.load(folder / "trainer_state.pt", weights_only=False)
-    trainer.load_state_dict(state["trainer"])
+    for name in ("config.json", "model.safetensors", "trainer_state.pt"):
+        if not (folder / name).is_file():
+            raise CheckpointError(f"{folder / name} is missing")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")
+        state = torch.load(folder / "trainer_state.pt", weights_only=False)
+        trainer.policy.model.load_state_dict(model.state_dict())
+        trainer.load_state_dict(state["trainer"])
+    except Exception as exc:  # a damaged file: any reader may fail in its own way  # noqa: BLE001
+        raise CheckpointError(f"{folder} is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
     return int(state["step"])
+
+
+def resume_from(rundir: RunDir, trainer: Trainer, console: Console) -> int:
+    """The step to continue from: the newest usable checkpoint (falling back past damaged ones, and
+    saying so), 0 when the run had not finished a step. Never silently starts again: a run with
+    logged steps but no usable checkpoint is refused with the way out."""
+    problems = []
+    for folder in rundir.checkpoint_candidates():
+        try:
+            step = load_checkpoint(folder, trainer)
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            console.print(f"[yellow]warning:[/] {exc}; trying the checkpoint before it", highlight=False, soft_wrap=True)
+            continue
+        console.print(f"resuming {rundir.root} from step {step} ({folder.name})", highlight=False, soft_wrap=True)
+        return step
+    logged = [r["step"] for r in rundir.metrics()]
+    if logged:
+        found = "; ".join(problems) if problems else f"no checkpoint in {rundir.checkpoints}"
+        raise CheckpointError(f"cannot resume {rundir.root}: steps {logged[0]}–{logged[-1]} were logged but {found}. "
+                              "Pass --overwrite to start the run again from step 0 (its logged steps are discarded).")
+    return 0
 
 
 def run(
@@ -80,11 +112,12 @@ def run(
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
             "oracle": config.grading.oracle,
         })
-    checkpoint = rundir.latest_checkpoint() if resumed else None
-    if checkpoint is not None:
-        start = load_checkpoint(checkpoint, trainer)
-        console.print(f"resuming {rundir.root} from step {start}")
-    rundir.truncate_metrics(start)
+    if resumed:
+        start = resume_from(rundir, trainer, console)
+    dropped = rundir.truncate_metrics(start)
+    if dropped:
+        console.print(f"[yellow]note:[/] the metrics of steps {dropped[0]}–{dropped[-1]} came after the checkpoint of "
+                      f"step {start}; those steps are redone and their lines replaced", highlight=False, soft_wrap=True)
     initial_path = rundir.root / "eval_initial.json"
     if initial_path.is_file():
         initial = read_json(initial_path)
@@ -130,7 +163,7 @@ def _initial_evaluation(config: TrainConfig, trainer: Trainer, envs: list, polic
                        "sampling": [r.engine, r.temperature, r.top_p, r.max_new_tokens], "version": __version__})
     path = cache_root() / "evaluations" / f"{key[:24]}.json"
     if path.is_file():
-        console.print(f"initial evaluation: reused from {path}")
+        console.print(f"initial evaluation: reused from {path}", highlight=False, soft_wrap=True)
         return read_json(path)
     initial = _evaluation(config, trainer, envs, "evaluating the initial policy", console)
     path.parent.mkdir(parents=True, exist_ok=True)

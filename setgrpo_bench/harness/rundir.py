@@ -7,6 +7,7 @@ complete before the ``latest`` pointer names it, so a run killed at any instant 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -26,14 +27,28 @@ class RunDirError(SetgrpoBenchError):
     """The output folder cannot be used as asked (e.g. it holds another run)."""
 
 
+def finite_json(value: Any) -> Any:
+    """``value`` with every non-finite float written as a string — "inf", "-inf", "nan" — so that
+    files are standard JSON (``float("inf")`` reads them back; τ̂ = inf means the gate accepted
+    nothing, -inf that there was no gate)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically."""
+    """Write standard JSON atomically, with the user's file permissions."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, allow_nan=True)
+        json.dump(finite_json(data), handle, indent=2, sort_keys=True, allow_nan=False)
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())
+    _share(tmp)
     os.replace(tmp, path)
 
 
@@ -75,7 +90,7 @@ class RunDir:
     # ---- metrics
     def append_metrics(self, record: dict[str, Any]) -> None:
         with (self.root / METRICS).open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.write(json.dumps(finite_json(record), sort_keys=True, allow_nan=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -91,32 +106,43 @@ class RunDir:
                 break  # a line cut by a kill: everything after the last complete line is dropped
         return out
 
-    def truncate_metrics(self, last_step: int) -> None:
-        """Keep the records of steps ≤ ``last_step`` (the checkpoint); later ones are redone."""
-        kept = [r for r in self.metrics() if r["step"] <= last_step]
+    def truncate_metrics(self, last_step: int) -> list[int]:
+        """Keep the records of steps ≤ ``last_step`` (the checkpoint); returns the steps dropped (they
+        are redone), so that the caller can say so."""
+        records = self.metrics()
+        kept = [r for r in records if r["step"] <= last_step]
         fd, tmp = tempfile.mkstemp(prefix=".metrics.", dir=self.root)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.writelines(json.dumps(r, sort_keys=True) + "\n" for r in kept)
+        _share(tmp)
         os.replace(tmp, self.root / METRICS)
+        return [r["step"] for r in records if r["step"] > last_step]
 
     # ---- checkpoints
     @property
     def checkpoints(self) -> Path:
         return self.root / CHECKPOINTS
 
-    def latest_checkpoint(self) -> Path | None:
+    def checkpoint_candidates(self) -> list[Path]:
+        """Complete checkpoint folders, newest first: the one ``latest`` names, then the others by step
+        (a damaged or missing newest one falls back to the one before it)."""
+        if not self.checkpoints.is_dir():
+            return []
+        folders = sorted((p for p in self.checkpoints.glob("step_*") if p.is_dir()), reverse=True)
         pointer = self.checkpoints / LATEST
-        if not pointer.is_file():
-            return None
-        folder = self.checkpoints / pointer.read_text().strip()
-        return folder if folder.is_dir() else None
+        named = self.checkpoints / pointer.read_text().strip() if pointer.is_file() else None
+        if named in folders:
+            folders.remove(named)
+            folders.insert(0, named)
+        return folders
 
     def new_checkpoint_folder(self, step: int) -> Path:
         self.checkpoints.mkdir(exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f".step_{step:06d}.", dir=self.checkpoints))
 
     def commit_checkpoint(self, staging: Path, step: int) -> Path:
-        """Move a complete checkpoint into place, point ``latest`` at it, drop older ones."""
+        """Move a complete checkpoint into place, point ``latest`` at it, then drop all but it and the
+        one before it (written new, dropped old: a damaged newest one still has a fallback)."""
         final = self.checkpoints / f"step_{step:06d}"
         if final.exists():
             shutil.rmtree(final)
@@ -124,8 +150,17 @@ class RunDir:
         fd, tmp = tempfile.mkstemp(prefix=".latest.", dir=self.checkpoints)
         with os.fdopen(fd, "w") as handle:
             handle.write(final.name)
+        _share(tmp)
         os.replace(tmp, self.checkpoints / LATEST)
+        keep = {final, *sorted(p for p in self.checkpoints.glob("step_*") if p.is_dir() and p < final)[-1:]}
         for other in self.checkpoints.iterdir():
-            if other.is_dir() and other != final:
+            if other.is_dir() and other not in keep:
                 shutil.rmtree(other)
         return final
+
+
+def _share(path: str | Path) -> None:
+    """Give a file made by ``mkstemp`` (mode 0600) the permissions the user's umask gives new files."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
