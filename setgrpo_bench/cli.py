@@ -121,7 +121,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _leaderboard(args: argparse.Namespace) -> int:
     from .leaderboard import board_frame, build_board, load_board
-    from .leaderboard.board import _display
+    from .leaderboard.board import _display, _fmt, noise_order
 
     if args.action == "build":
         frame, rejected = build_board(args.board)
@@ -130,15 +130,22 @@ def _leaderboard(args: argparse.Namespace) -> int:
         submissions, rejected = load_board(args.board)
         frame = board_frame(submissions)
     if args.action == "show" and not frame.empty:
-        shown = _display(frame).drop(columns=["before training", "wall time (s)"])
-        shown["macro ± SE [95% CI]"] = [f"{m:.3f} ± {se:.3f}" for m, se in zip(frame["macro"], frame["macro_se"])]
-        shown = shown.rename(columns={"macro ± SE [95% CI]": "macro ± SE"})
-        table = Table(title=f"leaderboard ({args.board})")
-        for column in shown.columns:
-            table.add_column(column, justify="left" if column == "agent" else "right")
-        for row in shown.astype(str).values.tolist():
-            table.add_row(*row)
-        console.print(table)
+        for profile in sorted(set(frame["noise"]), key=noise_order):
+            part = frame[frame["noise"] == profile]
+            shown = _display(part)[["rank", "agent"]]
+            shown["agent"] = [f"{a}*" if o else a for a, o in zip(part["agent"], part["oracle"])]
+            shown["macro ± SE"] = [f"{m:.3f} ± {se:.3f}" for m, se in zip(part["macro"], part["macro_se"])]
+            shown["cover r/t"] = [f"{_fmt(r, 2)}/{_fmt(t, 2)}" for r, t in zip(part["coverage_ref"], part["coverage_true"])]
+            shown["risk r/t"] = [f"{_fmt(r, 2)}/{_fmt(t, 2)}" for r, t in zip(part["risk_ref"], part["risk_true"])]
+            table = Table(title=f"{args.board}: {profile} judge ({len(part)} submissions)",
+                          caption="* oracle: trained on the true score, unranked; cover/risk: SetGRPO's coverage and "
+                                  "reversal rate w.r.t. the reference / the true score; more in README.md")
+            for column in shown.columns:  # agent names and scores are never cut; the other columns wrap
+                table.add_column(column, justify="left" if column == "agent" else "right",
+                                 no_wrap=True)
+            for row in shown.astype(str).values.tolist():
+                table.add_row(*row)
+            Console(soft_wrap=False).print(table)
     for file, reason in rejected:
         console.print(f"[yellow]rejected[/] {file}: {reason}", markup=True, highlight=False)
     return 0
@@ -170,33 +177,46 @@ def _serve_judge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_overrides(parser: argparse.ArgumentParser) -> None:
+def _add_overrides(parser: argparse.ArgumentParser, agent: str) -> None:
+    """One flag per config field, grouped by component; the defaults shown are those of ``agent``."""
     from dataclasses import fields
 
-    from .agents.config import GROUPS
+    from .agents.config import GROUPS, load_preset
 
+    try:
+        preset = load_preset(agent)
+    except SetgrpoBenchError:
+        preset = {}  # an unknown agent is reported when the command runs
     for group_name, group in GROUPS.items():
         overrides = parser.add_argument_group(f"overrides of the preset: {group_name} ({group.__doc__.rstrip('.')})")
         for f in fields(group):
             if f.name != "agent":
+                shown = preset.get(f.name, f.default)
                 overrides.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, metavar=type(f.default).__name__.upper(),
-                                       help=f"{f.metadata['help']} (default {f.default!r})".replace("%", "%%"))
+                                       help=f"{f.metadata['help']} (default for {agent}: {shown!r})".replace("%", "%%"))
 
 
-def _add_run_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("run", help="train an agent and evaluate it on held-out instances")
-    parser.add_argument("--agent", default="grpo", help="agent preset (agents/<name>.yaml)")
+def _agents_help(default: str) -> str:
+    from .agents.config import preset_paths
+
+    return f"agent preset, one of: {', '.join(sorted(preset_paths()))} (default {default})"
+
+
+def _add_run_parser(commands: argparse._SubParsersAction, agent: str) -> None:
+    parser = commands.add_parser("run", help="train an agent and evaluate it on held-out instances", parents=[_catalog_flag()])
+    parser.add_argument("--agent", default="grpo", help=_agents_help("grpo"))
     parser.add_argument("--suite", choices=["builtin"], help="train and evaluate on the whole built-in suite")
     parser.add_argument("--out", help="run directory (default runs/<agent>-seed<seed>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace the run in --out")
-    _add_overrides(parser)
+    _add_overrides(parser, agent or "grpo")
     parser.set_defaults(func=_run)
 
 
-def _add_diagnose_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("diagnose", help="measure SetGRPO's coverage and risk on sampled groups, no training")
-    parser.add_argument("--agent", default="setgrpo", help="a SetGRPO preset (agents/<name>.yaml)")
+def _add_diagnose_parser(commands: argparse._SubParsersAction, agent: str) -> None:
+    parser = commands.add_parser("diagnose", help="measure SetGRPO's coverage and risk on sampled groups, no training",
+                                 parents=[_catalog_flag()])
+    parser.add_argument("--agent", default="setgrpo", help="a SetGRPO preset: " + _agents_help("setgrpo"))
     parser.add_argument("--groups", type=int, default=192, help="non-constant groups to sample and audit")
     parser.add_argument("--alphas-a", type=_floats, default=[0.05, 0.1, 0.2, 0.3, 0.4, 0.5],
                         help="miscoverage levels α_a of the coverage curve")
@@ -204,17 +224,19 @@ def _add_diagnose_parser(commands: argparse._SubParsersAction) -> None:
                         help="risk levels α of the risk curve")
     parser.add_argument("--repeats", type=int, default=200, help="random splits per level")
     parser.add_argument("--out", help="output folder (default runs/diagnose-<agent>-seed<seed>)")
-    _add_overrides(parser)
+    _add_overrides(parser, agent or "setgrpo")
     parser.set_defaults(func=_diagnose)
 
 
 def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("sweep", help="run every (agent, seed), resumable, in parallel processes")
-    parser.add_argument("--agents", required=True, help="comma-separated agent presets")
+    parser = commands.add_parser("sweep", help="run every (agent, judge profile, seed), resumable, in parallel processes",
+                                 parents=[_catalog_flag()])
+    parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: "
+                        + ", ".join(sorted(__import__("setgrpo_bench.agents.config", fromlist=["x"]).preset_paths())))
     parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each gets cores / jobs threads)")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<agent>/seed<k>/")
-    _add_overrides(parser)
+    _add_overrides(parser, "grpo")
     parser.set_defaults(func=_sweep)
 
 
@@ -259,10 +281,28 @@ def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_serve_judge)
 
 
-def build_parser() -> argparse.ArgumentParser:
+CATALOG_HELP = "extra catalog folder with envs/, agents/, graders/, protocols/ (repeatable; before or after the command)"
+
+
+def _catalog_flag() -> argparse.ArgumentParser:
+    """``--catalog`` accepted after the command too (its values are read before parsing, see ``main``)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--catalog", action="append", default=argparse.SUPPRESS, metavar="DIR", help=CATALOG_HELP)
+    return parent
+
+
+def _early(argv: Sequence[str]) -> argparse.Namespace:
+    """The flags that shape the parser itself, wherever they are: catalogs and the agent."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--catalog", action="append", default=[])
+    early.add_argument("--agent")
+    return early.parse_known_args(list(argv))[0]
+
+
+def build_parser(agent: str | None = None) -> argparse.ArgumentParser:
+    """The CLI; ``agent`` (the ``--agent`` of the command line) sets the defaults its help shows."""
     parser = argparse.ArgumentParser(prog="python -m setgrpo_bench", description=__doc__)
-    parser.add_argument("--catalog", action="append", default=[], metavar="DIR",
-                        help="extra catalog folder with envs/, agents/, graders/ (repeatable)")
+    parser.add_argument("--catalog", action="append", default=[], metavar="DIR", help=CATALOG_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
 
     envs = commands.add_parser("envs", help="list, show and validate environments").add_subparsers(dest="action", required=True)
@@ -276,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate = envs.add_parser("validate", help="check benchmark specs; prints every problem")
     validate.add_argument("paths", nargs="+", help="benchmark.yaml files or their folders")
     validate.set_defaults(func=_envs_validate)
-    _add_run_parser(commands)
-    _add_diagnose_parser(commands)
+    _add_run_parser(commands, agent)
+    _add_diagnose_parser(commands, agent)
     _add_sweep_parser(commands)
     _add_board_parsers(commands)
     _add_serve_parser(commands)
@@ -290,12 +330,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    early = _early(argv)
     try:
-        for folder in args.catalog:
+        for folder in early.catalog:
             add_catalog(folder)
-        if args.catalog:
+        if early.catalog:
             register_catalog()
+        args = build_parser(early.agent).parse_args(argv)
         return int(args.func(args))
     except SetgrpoBenchError as exc:
         console.print(f"[red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)

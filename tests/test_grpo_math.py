@@ -105,3 +105,20 @@ def test_no_accepted_response_gives_a_zero_loss():
     assert loss.item() == 0.0
     loss.backward()
     assert (logprobs.grad == 0).all()
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+def test_batch_normaliser_counts_rejected_responses_as_zeros(loss_type):
+    """Normalised over the batch, the loss is the accepted-only loss scaled by (accepted / all) — in
+    responses for grpo and dr_grpo, in tokens for dapo: rejecting groups shrinks the step."""
+    torch.manual_seed(0)
+    logprobs, old = torch.randn(6, 5) * 0.1, torch.randn(6, 5) * 0.1
+    coef = torch.randn(6)
+    mask = torch.ones(6, 5)
+    mask[1, 3:] = 0
+    accepted = torch.tensor([True, True, False, True, False, False])
+    kwargs = dict(loss_type=loss_type, max_new_tokens=5)
+    only, _ = grpo_loss(logprobs, old, coef, mask, accepted, **kwargs)
+    batch, _ = grpo_loss(logprobs, old, coef, mask, accepted, normalise_over="batch", **kwargs)
+    share = (mask[accepted].sum() / mask.sum()) if loss_type == "dapo" else accepted.float().mean()
+    assert batch.item() == pytest.approx(only.item() * share.item(), rel=1e-6)

@@ -56,12 +56,12 @@ def test_verdicts_are_sampled_from_the_judges_own_probabilities(local_judge, med
 def test_local_judge_grades_with_programmatic_truth_and_estimates_it_without_checks(local_judge, medication, tmp_path):
     task = medication.instance("eval", 1)
     grades = LLMJudgeGrader(local_judge, PROFILE).grade_group(task, ["A reply.", "Another reply."], np.random.default_rng(1))
-    assert all(g.valid and g.judge_calls == len(task.rubric) and not g.true_is_estimate for g in grades)
+    assert all(g.valid and g.judge_calls == len(task.rubric) and not g.true_score_is_estimate for g in grades)
     assert grades[0].true_score == pytest.approx(float(rubric_score(task.points, task.true_verdicts("A reply."))[0]))
     healthbench = task_from_line({"prompt": "Explain fever.", "rubrics": [{"criterion": "Mentions fluids", "points": 5},
                                   {"criterion": "Is rude", "points": -3}]}, benchmark="HB", domain="health", split="eval", index=0)
     [grade] = LLMJudgeGrader(local_judge, PROFILE).grade_group(healthbench, ["Drink fluids."], np.random.default_rng(2))
-    assert grade.true_is_estimate and grade.judge_calls == 2 * (1 + PROFILE.truth_repeats)
+    assert grade.true_score_is_estimate and grade.judge_calls == 2 * (1 + PROFILE.truth_repeats)
 
 
 class _Recording(_Handler):

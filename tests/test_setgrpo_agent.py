@@ -356,13 +356,14 @@ def test_the_gate_rejects_certifiable_groups_below_the_threshold():
         assert np.array_equal(decision.coefficients[r.index][r.valid], r.executed if r.accepted else np.zeros_like(r.executed))
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
-def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_policy, loss_type):
+@pytest.mark.parametrize("loss_type, normalise_over", [("grpo", "accepted"), ("dr_grpo", "accepted"),
+                                                      ("dapo", "accepted"), ("grpo", "batch"), ("dapo", "batch")])
+def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_policy, loss_type, normalise_over):
     """At μ = 1 the SetGRPO step is formed as Σ_i κ_i φ_i from the per-response gradients the Gram
     matrices were built from; it must move the parameters as the ordinary backward pass of the
     GRPO loss does, for any coefficients and accept mask."""
     config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "loss_type": loss_type,
-                                        "groups_per_step": 6})
+                                        "groups_per_step": 6, "normalise_over": normalise_over})
     trainers = []
     for _ in range(2):  # plain SGD: the step is the clipped gradient itself (Adam's first step is its sign)
         trainer = Trainer(config, load_policy(small_policy), make_envs(config))

@@ -29,6 +29,7 @@ from .protocol import load_protocol
 
 SELECTORS = ("none", "setgrpo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+NORMALISERS = ("accepted", "batch")
 ENGINES = ("transformers", "generate", "vllm")
 DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env", "threads")
 """Where and how a run executes, not what it computes: left out of the experiment's identity, so a
@@ -147,7 +148,7 @@ class GradingSettings:
 
 @dataclass(frozen=True)
 class ObjectiveSettings:
-    """The GRPO objective every agent optimises (DESIGN §7), and its optimiser."""
+    """The GRPO objective every agent optimises, and its optimiser."""
 
     lr: float = _f(5e-4, "AdamW learning rate (1e-3 collapsed a 1M model under heavy noise)")
     weight_decay: float = _f(0.0, "AdamW weight decay")
@@ -158,6 +159,8 @@ class ObjectiveSettings:
     epsilon_low: float = _f(0.2, "lower clip range ε_low")
     epsilon_high: float = _f(0.2, "upper clip range ε_high (DAPO uses 0.28)")
     beta: float = _f(0.0, "k3 KL coefficient to the initial policy (0: no reference model)")
+    normalise_over: str = _f("accepted", "loss mean over 'accepted' responses, or the whole 'batch' (rejected "
+                             "responses count as zeros: fewer accepted groups, a smaller step)")
 
     def __post_init__(self) -> None:
         _check([
@@ -171,6 +174,8 @@ class ObjectiveSettings:
         ])
         if self.loss_type not in LOSS_TYPES:
             raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
+        if self.normalise_over not in NORMALISERS:
+            raise UnknownNameError("loss normaliser", self.normalise_over, NORMALISERS)
 
 
 @dataclass(frozen=True)
@@ -196,7 +201,7 @@ class CoefficientSettings:
 
 @dataclass(frozen=True)
 class SetGRPOSettings:
-    """SetGRPO's three modules (DESIGN §8): (a) the joint coefficient set, (b) safe recovery, (c) the gate."""
+    """SetGRPO's three modules: (a) the joint coefficient set, (b) safe recovery, (c) the risk gate."""
 
     alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C")
     delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)")

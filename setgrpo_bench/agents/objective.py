@@ -3,7 +3,8 @@
 Per token t of response i, with ratio ρ = exp(log π_θ − log π_old) and coefficient a_i:
     ℓ_it = −min(ρ·a_i, clip(ρ, 1 − ε_low, 1 + ε_high)·a_i) + β·k3_it,
     k3_it = exp(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1        (Schulman's k3 KL estimate)
-aggregated over the *accepted* responses only:
+aggregated over the *accepted* responses (``normalise_over="accepted"``) or every response of the
+batch, rejected ones contributing zeros (``"batch"``):
     grpo     mean_i [ mean_t ℓ_it ]                     (token mean per sequence; Shao et al. 2024)
     dr_grpo  Σ_it ℓ_it / (n_accepted · max_new_tokens)   (constant normaliser; Liu et al. 2025)
     dapo     Σ_it ℓ_it / Σ_i |o_i|                       (token-level mean; Yu et al. 2025)
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import UnknownNameError
-from .config import LOSS_TYPES
+from .config import LOSS_TYPES, NORMALISERS
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ def grpo_loss(
     loss_type: str = "grpo",
     max_new_tokens: int | None = None,
     is_weights: torch.Tensor | None = None,
+    normalise_over: str = "accepted",
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss of one batch.
 
@@ -57,11 +59,16 @@ def grpo_loss(
         loss_type: ``grpo``, ``dr_grpo`` or ``dapo``; ``max_new_tokens`` is needed for ``dr_grpo``.
         is_weights: (N, R) truncated importance weights π_old/π_sampler of each token when the rollouts
             came from another engine (vLLM) than the trainer; they multiply the surrogate (not the KL).
+        normalise_over: ``accepted`` (the mean runs over accepted responses, as above) or ``batch``
+            (over every response of the batch: rejected ones contribute zeros, so an update built
+            from few accepted groups is proportionally smaller, as in TRL, which keeps every row).
     Returns:
         (scalar loss, stats). With no accepted response the loss is a zero that still has a graph.
     """
     if loss_type not in LOSS_TYPES:
         raise UnknownNameError("loss type", loss_type, LOSS_TYPES)
+    if normalise_over not in NORMALISERS:
+        raise UnknownNameError("loss normaliser", normalise_over, NORMALISERS)
     ratio = torch.exp(logprobs - old_logprobs)
     a = coefficients[:, None]
     if clip:
@@ -84,6 +91,9 @@ def grpo_loss(
     n_seq = accepted.float().sum()
     if n_seq == 0:
         return (per_token * 0).sum(), LossStats(0.0, 1.0, 0.0)
+    if normalise_over == "batch":  # rejected responses count in the denominator: they contribute zeros
+        n_seq = (mask.sum(1) > 0).float().sum()
+    tokens = (mask.float() if normalise_over == "batch" else m).sum()
     if loss_type == "grpo":
         loss = ((per_token * m).sum(1) / m.sum(1).clamp(min=1)).sum() / n_seq
     elif loss_type == "dr_grpo":
@@ -91,7 +101,7 @@ def grpo_loss(
             raise ValueError("dr_grpo needs max_new_tokens")
         loss = (per_token * m).sum() / (n_seq * max_new_tokens)
     else:
-        loss = (per_token * m).sum() / m.sum().clamp(min=1)
+        loss = (per_token * m).sum() / tokens.clamp(min=1)
     with torch.no_grad():
         tokens = m.sum().clamp(min=1)
         stats = LossStats(

@@ -27,7 +27,7 @@ class Grade:
     valid: bool
     judge_calls: int
     spread: float
-    true_is_estimate: bool = False  # True when the true score comes from repeated judge calls (no check)
+    true_score_is_estimate: bool = False  # True when the true score comes from repeated judge calls (no check)
     raw: str | None = None  # the judge's raw answers (JSON list) when they are text, kept for invalid grades
 
     def info(self, criterion_ids: tuple[str, ...]) -> dict[str, Any]:
@@ -41,6 +41,6 @@ class Grade:
             "verdicts": {c: bool(v) for c, v in zip(criterion_ids, self.verdicts)} if self.valid else None,
             "true_score": self.true_score,
             "true_raw_score": self.true_raw_score,
-            "true_is_estimate": self.true_is_estimate,
+            "true_score_is_estimate": self.true_score_is_estimate,
             **({"raw": self.raw} if self.raw is not None and not self.valid else {}),
         }

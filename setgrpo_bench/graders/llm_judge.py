@@ -207,6 +207,6 @@ class LLMJudgeGrader:
                   raw_score=float(raw_score[i]) if valid[i] else float("nan"),
                   verdicts=observed[i], true_score=float(true_score[i]), true_raw_score=float(true_raw[i]),
                   true_verdicts=true[i], valid=bool(valid[i]), judge_calls=int(calls[i]), spread=float(spread[i]),
-                  true_is_estimate=estimate, raw=raw[i])
+                  true_score_is_estimate=estimate, raw=raw[i])
             for i in range(len(responses))
         ]

@@ -75,7 +75,7 @@ def evaluate(
             "true_score": float(true.mean()), "true_score_se": _se(true),
             "judge_score": float(np.nanmean(judge)), "judge_score_se": _se(judge),
             "invalid_rate": float(np.isnan(judge).mean()),
-            "true_score_is_estimate": any(g.true_is_estimate for g in grades),
+            "true_score_is_estimate": any(g.true_score_is_estimate for g in grades),
             "example": {"task_id": env_tasks[0].id, "response": env_texts[0]},
         }
     return {"per_env": per_env, **aggregate(per_env)}

@@ -13,43 +13,75 @@ import numpy as np  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 
+def _smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving mean (NaN-aware): point i averages the finite values of steps i − w + 1 … i."""
+    out = np.full(values.shape, np.nan)
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1) : i + 1]
+        chunk = chunk[np.isfinite(chunk)]
+        if chunk.size:
+            out[i] = chunk.mean()
+    return out
+
+
+def _series(metrics: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.array([m.get(key, np.nan) if m.get(key) is not None else np.nan for m in metrics], dtype=float)
+
+
+def _line(ax: plt.Axes, steps: np.ndarray, values: np.ndarray, label: str, colour: str) -> None:
+    """A smoothed line with the raw per-step values faint behind it."""
+    window = max(1, len(values) // 10)
+    ax.plot(steps, values, color=colour, alpha=0.25, lw=0.8)
+    ax.plot(steps, _smooth(values, window), color=colour, lw=1.8, label=label + (f" ({window}-step mean)" if window > 1 else ""))
+
+
 def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Path, title: str) -> None:
-    """Training reward (judge) and true score per step, with the eval macro before and after."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    """Training reward (judge) and true score per step, and the held-out eval macro before and after
+    training with ±2 SE bars; axes fit the data, the legend sits outside them."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    steps = np.array([m["step"] for m in metrics])
     if metrics:
-        steps = np.array([m["step"] for m in metrics])
-        for key, label in (("reward", "train reward (judge)"), ("true_score", "train true score")):
-            values = np.array([m[key] for m in metrics])
-            ax.plot(steps, values, alpha=0.35, label=f"{label}, per step")
-            window = max(1, len(values) // 10)
-            smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1 :], smooth, label=f"{label}, moving mean")
-    last = metrics[-1]["step"] if metrics else 1
-    ax.errorbar([0], [result["initial"]["macro_true_score"]], yerr=[result["initial"]["macro_true_score_se"]],
-                fmt="ks", label="eval macro true score")
-    ax.errorbar([last], [result["final"]["macro_true_score"]], yerr=[result["final"]["macro_true_score_se"]], fmt="ks")
-    ax.set(xlabel="step", ylabel="score", title=title, ylim=(0, 1))
-    ax.legend(fontsize=7, loc="lower right")
+        _line(ax, steps, _series(metrics, "reward"), "train reward (judge)", "tab:blue")
+        _line(ax, steps, _series(metrics, "true_score"), "train true score", "tab:orange")
+    last = int(steps[-1]) if metrics else 1
+    points = [(0, result["initial"]), (last, result["final"])]
+    ax.errorbar([x for x, _ in points], [e["macro_true_score"] for _, e in points],
+                yerr=[2 * e["macro_true_score_se"] for _, e in points], fmt="ks", capsize=4, ms=6,
+                label="held-out eval macro true score (±2 SE)")
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.set(xlabel="step", ylabel="score", title=title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str) -> None:
-    """Per step: q, τ̂, acceptance and uncertifiable shares, coverage and reversal rates."""
+def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha_a: float, alpha: float) -> None:
+    """SetGRPO's run at a glance, one question per panel: what it accepted, whether its set covered
+    (against 1 − α_a), whether its gate held (against α), and the radius q and threshold τ̂."""
     steps = np.array([m["step"] for m in metrics])
-    series = lambda key: np.array([m.get(key, np.nan) for m in metrics], dtype=float)  # noqa: E731
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    top.plot(steps, series("q"), label="q (set radius multiplier)")
-    top.plot(steps, np.where(np.isfinite(series("tau")), series("tau"), np.nan), label="τ̂ (gate threshold)")
-    top.set(ylabel="value", title=title)
-    top.legend(fontsize=7)
-    for key, label in (("acceptance_nonconstant", "accepted share"), ("uncertifiable", "uncertifiable share"),
-                       ("coverage_ref", "coverage of C (reference)"), ("coverage_true", "coverage of C (true)"),
-                       ("reversal_true", "reversal rate of accepted (true)")):
-        bottom.plot(steps, series(key), label=label, alpha=0.8)
-    bottom.set(xlabel="step", ylabel="rate", ylim=(0, 1))
-    bottom.legend(fontsize=7, ncol=2)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
+    (accept, cover), (risk, knobs) = axes
+    _line(accept, steps, _series(metrics, "acceptance_nonconstant"), "accepted", "tab:green")
+    _line(accept, steps, _series(metrics, "uncertifiable"), "uncertifiable", "tab:red")
+    accept.set(ylabel="share of non-constant groups", ylim=(-0.02, 1.02), title="What was trained on")
+    _line(cover, steps, _series(metrics, "coverage_ref"), "w.r.t. the reference", "tab:blue")
+    _line(cover, steps, _series(metrics, "coverage_true"), "w.r.t. the true score", "tab:orange")
+    cover.axhline(1 - alpha_a, color="k", ls="--", lw=1, label=f"nominal 1 − α_a = {1 - alpha_a:.2f}")
+    cover.set(ylabel="coverage of the set C", ylim=(-0.02, 1.02), title="(a) Does the set cover?")
+    _line(risk, steps, _series(metrics, "reversal_ref"), "w.r.t. the reference", "tab:blue")
+    _line(risk, steps, _series(metrics, "reversal_true"), "w.r.t. the true score", "tab:orange")
+    risk.axhline(alpha, color="k", ls="--", lw=1, label=f"α = {alpha:.2f}")
+    risk.set(xlabel="step", ylabel="reversal rate of accepted groups", ylim=(-0.02, 1.02),
+             title="(c) Does the gate hold its risk?")
+    _line(knobs, steps, _series(metrics, "q"), "q (set radius)", "tab:purple")
+    tau = _series(metrics, "tau")
+    _line(knobs, steps, np.where(np.isfinite(tau), tau, np.nan), "τ̂ (gate threshold on λ*)", "tab:brown")
+    knobs.set(xlabel="step", title="Calibrated quantities (τ̂ = ∞: nothing certified)")
+    for ax in axes.flat:
+        ax.legend(fontsize=7, loc="best")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

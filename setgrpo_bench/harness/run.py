@@ -138,11 +138,20 @@ def run(
         "diagnostics": summarise_diagnostics(metrics),
     }
     write_json(rundir.root / "eval.json", result)
-    plot_curves(metrics, result, rundir.root / "curve.png", title=f"{config.run.agent} (seed {config.run.seed})")
+    title = (f"{config.run.agent}, seed {config.run.seed}, {config.grading.noise} judge: "
+             f"{_suite_title(config, [e.benchmark.name for e in envs])}")
+    plot_curves(metrics, result, rundir.root / "curve.png", title=title)
     if result["diagnostics"]:
-        plot_setgrpo(metrics, rundir.root / "setgrpo.png", title=f"{config.run.agent} (seed {config.run.seed})")
+        plot_setgrpo(metrics, rundir.root / "setgrpo.png", title=title, alpha_a=config.setgrpo.alpha_a,
+                     alpha=config.setgrpo.alpha)
     console.print(summary_table(result))
     return result
+
+
+def _suite_title(config: TrainConfig, names: list[str]) -> str:
+    if config.run.envs == "builtin":
+        return f"the built-in suite ({len(names)} benchmarks)"
+    return ", ".join(names) if len(names) <= 4 else f"{len(names)} benchmarks"
 
 
 def _evaluation(config: TrainConfig, trainer: Trainer, envs: list, title: str, console: Console) -> dict[str, Any]:

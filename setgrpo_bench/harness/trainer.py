@@ -17,6 +17,8 @@ loses none. The true score is kept beside the groups (``Batch.true_scores``) for
 from __future__ import annotations
 
 import copy
+import resource
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -215,7 +217,7 @@ class Trainer:
             loss, stats = grpo_loss(
                 logprobs, old, coef, rollout.response_mask, acc, epsilon_low=o.epsilon_low,
                 epsilon_high=o.epsilon_high, clip=o.clip, beta=o.beta, ref_logprobs=ref, loss_type=o.loss_type,
-                max_new_tokens=r.max_new_tokens, is_weights=is_weights,
+                max_new_tokens=r.max_new_tokens, is_weights=is_weights, normalise_over=o.normalise_over,
             )
             if not torch.isfinite(loss):
                 raise NonFiniteLossError(f"the loss is {loss.item()} (lr={o.lr}); lower the learning rate")
@@ -239,7 +241,7 @@ class Trainer:
         logprobs = rollout.logprobs.clone().requires_grad_(True)
         loss, stats = grpo_loss(logprobs, rollout.logprobs, coef, mask, acc, epsilon_low=o.epsilon_low,
                                 epsilon_high=o.epsilon_high, clip=o.clip, loss_type=o.loss_type,
-                                max_new_tokens=r.max_new_tokens)
+                                max_new_tokens=r.max_new_tokens, normalise_over=o.normalise_over)
         loss.backward()
         per_token = logprobs.grad * mask
         rows = geometry.rows.to(per_token.device)
@@ -270,6 +272,7 @@ class Trainer:
             **decision.stats,
             **true_score_diagnostics(decision.records, batch.true_scores, std_floor=self.config.coefficients.std_floor),
             "response_tokens": float(lengths.mean()),
+            "peak_rss_mb": peak_rss_mb(),
             **({"gpu_peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9} if self.policy.device.type == "cuda" else {}),
         }
 
@@ -301,6 +304,12 @@ class Trainer:
         self.agent.load_state_dict(state["agent"])
         self.warmed_up = bool(state["warmed_up"])
         self.groups_graded = int(state["groups_graded"])
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, in MB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 def _to(rollout: Rollout, device: torch.device) -> Rollout:
