@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -67,7 +68,7 @@ def _envs_validate(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace):
     from .agents.config import FIELDS, resolve_config
 
-    overrides = {name: getattr(args, name) for name in FIELDS if name != "agent" and getattr(args, name) is not None}
+    overrides = {name: getattr(args, name) for name in FIELDS if name != "agent" and getattr(args, name, None) is not None}
     if getattr(args, "suite", None):
         overrides["envs"] = args.suite
     return resolve_config(args.agent, overrides)
@@ -81,6 +82,32 @@ def _run(args: argparse.Namespace) -> int:
     run(config, out, resume=args.resume, overwrite=args.overwrite, console=console)
     console.print(f"run directory: {out}")
     return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .harness.run import evaluate_policy
+
+    config = _config(args)
+    out = args.out or f"runs/evaluate-{Path(str(config.rollout.policy)).name}-seed{config.run.seed}"
+    evaluate_policy(config, out, console=console)
+    console.print(f"evaluation: {out}/eval.json")
+    return 0
+
+
+def _add_evaluate_parser(commands: argparse._SubParsersAction) -> None:
+    from .agents.config import FIELDS
+
+    parser = commands.add_parser("evaluate", help="held-out evaluation of a policy (e.g. trained with TRL)",
+                                 parents=[_catalog_flag()])
+    parser.add_argument("--agent", default="grpo", help=argparse.SUPPRESS)
+    parser.add_argument("--suite", choices=["builtin"], help="evaluate on the whole built-in suite")
+    parser.add_argument("--out", help="output folder (default runs/evaluate-<policy>-seed<seed>)")
+    for name in ("policy", "envs", "eval_instances", "noise", "judge", "judge_url", "judge_model", "judge_api_key_env",
+                 "judge_profile", "seed", "device", "engine", "temperature", "top_p", "max_new_tokens", "threads"):
+        f = FIELDS[name]
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
+                            help=f"{f.metadata['help']} (default {f.default!r})".replace("%", "%%"))
+    parser.set_defaults(func=_evaluate)
 
 
 def _floats(text: str) -> list[float]:
@@ -104,7 +131,7 @@ def _diagnose(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from .agents.config import FIELDS
     from .agents.protocol import load_protocol
-    from .harness.sweep import parse_seeds, sweep
+    from .harness.sweep import RayBackend, parse_seeds, sweep
 
     overrides = {name: getattr(args, name) for name in FIELDS if name not in ("agent", "seed", "noise", "threads")
                  and getattr(args, name, None) is not None}
@@ -113,7 +140,9 @@ def _sweep(args: argparse.Namespace) -> int:
         list(protocol.noise) if protocol else ["realistic"])
     seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, console=console)
+    backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
+    result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, backend=backend,
+                   console=console)
     failed = sum(r["status"] == "failed" for r in result)
     console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
     return 1 if failed else 0
@@ -234,7 +263,12 @@ def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: "
                         + ", ".join(sorted(__import__("setgrpo_bench.agents.config", fromlist=["x"]).preset_paths())))
     parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once (each gets cores / jobs threads)")
+    parser.add_argument("--jobs", type=int, default=1, help="local backend: runs at once (each gets cores / jobs threads)")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local processes, or Ray tasks (the [ray] extra)")
+    parser.add_argument("--address", help="ray: the cluster to join (default: a local Ray started for the sweep)")
+    parser.add_argument("--cpus-per-run", type=int, default=1, help="ray: CPUs (and torch threads) of each run")
+    parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<agent>/seed<k>/")
     _add_overrides(parser, "grpo")
     parser.set_defaults(func=_sweep)
@@ -322,6 +356,7 @@ def build_parser(agent: str | None = None) -> argparse.ArgumentParser:
     _add_board_parsers(commands)
     _add_serve_parser(commands)
     _add_build_policy_parser(commands)
+    _add_evaluate_parser(commands)
     return parser
 
 

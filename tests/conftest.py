@@ -11,6 +11,11 @@ SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per
                    examples_per_instance=1, batch_size=8)
 
 
+SMALL_RUN = dict(envs="MedicationGuide,UnitConversion", groups_per_step=2, group_size=3, eval_instances=2,
+                 max_new_tokens=12)
+"""A run sized for tests (add ``steps`` and ``policy``)."""
+
+
 class Killed(Exception):
     """Raised by ``kill_after`` to interrupt a run between steps."""
 

@@ -9,8 +9,8 @@ import pytest
 import setgrpo_bench
 
 PACKAGE = Path(setgrpo_bench.__file__).parent
-LAYERS = ["errors", "catalog", "tasks", "graders", "envs", "policy", "judges", "agents", "harness", "leaderboard",
-          "cli", "__main__"]
+LAYERS = ["errors", "catalog", "tasks", "graders", "envs", "policy", "judges", "agents", "harness", "integrations",
+          "leaderboard", "cli", "__main__"]
 """Lowest first. ``judges`` (LLM judge backends that load a model) sits above ``policy``."""
 
 

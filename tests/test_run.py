@@ -278,3 +278,14 @@ def test_the_run_that_builds_the_policy_gives_the_same_result_as_a_cached_one(tm
     assert (tmp_path / "cache").is_dir()
     cached = run(config, tmp_path / "second")
     assert building["final"] == cached["final"] and building["initial"] == cached["initial"]
+
+
+def test_evaluate_command_scores_any_policy_folder(small_policy, tmp_path, capsys):
+    args = ["evaluate", "--policy", small_policy, "--envs", "UnitConversion", "--eval-instances", "3",
+            "--max-new-tokens", "8", "--out", str(tmp_path / "e")]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "e" / "eval.json").read_text())
+    assert result["per_env"]["UnitConversion"]["n"] == 3 and 0 <= result["macro_true_score"] <= 1
+    assert "held-out true score" in capsys.readouterr().out
+    again = main([*args[:-1], str(tmp_path / "f")])
+    assert again == 0 and json.loads((tmp_path / "f" / "eval.json").read_text())["per_env"] == result["per_env"]

@@ -125,3 +125,17 @@ def setgrpo_summary(d: dict[str, Any]) -> str:
             f"coefficients lie in it): {_rate(d, 'coverage_ref')} / {_rate(d, 'coverage_true')}. Reversal rate "
             f"of accepted groups (executed update opposing the reference / true one): {_rate(d, 'reversal_ref')} / "
             f"{_rate(d, 'reversal_true')}. 95% Clopper–Pearson intervals over the run's groups.")
+
+
+def evaluation_table(result: dict[str, Any], title: str) -> Table:
+    """Per benchmark, per domain and macro true and judge scores of one evaluation."""
+    table = Table(title=title)
+    for column in ("benchmark", "domain", "true score", "judge score"):
+        table.add_column(column, justify="right" if "score" in column else "left")
+    for name, row in sorted(result["per_env"].items()):
+        table.add_row(name, row["domain"], f"{row['true_score']:.3f} ± {row['true_score_se']:.3f}", f"{row['judge_score']:.3f}")
+    for domain, row in result["domains"].items():
+        table.add_row(f"[italic]{domain} mean", "", f"{row['true_score']:.3f}", f"{row['judge_score']:.3f}")
+    table.add_row("[bold]macro", "", f"[bold]{result['macro_true_score']:.3f} ± {result['macro_true_score_se']:.3f}",
+                  f"{result['macro_judge_score']:.3f}")
+    return table

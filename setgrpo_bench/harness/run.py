@@ -23,7 +23,7 @@ from ..tasks.benchmark import stable_hash
 from .allocator import keep_freed_memory
 from .evaluate import evaluate
 from .pooled import summarise_diagnostics
-from .report import plot_curves, plot_setgrpo, summary_table
+from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
 from .rundir import RunDir, read_json, write_json
 from .suite import make_envs, suite_fingerprint
 from .sweep import available_cores
@@ -201,3 +201,21 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
             progress.update(bar, completed=step, live=live)
             if on_step is not None:
                 on_step(step, metrics)
+
+
+def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:
+    """Held-out evaluation of any policy (e.g. one trained elsewhere, with TRL) exactly as ``run``
+    evaluates its own: writes and returns ``<out>/eval.json``."""
+    console = console or Console()
+    torch.set_num_threads(config.rollout.threads or available_cores())
+    envs = make_envs(config)
+    policy = load_policy(config.rollout.policy, config.rollout.device)
+    trainer = Trainer(config, policy, envs)
+    result = {"policy": str(config.rollout.policy), "policy_hash": policy.fingerprint(), "seed": config.run.seed,
+              "suite_hash": suite_fingerprint(config),
+              **_evaluation(config, trainer, envs, f"evaluating {policy.name}", console)}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "eval.json", result)
+    console.print(evaluation_table(result, title=f"{policy.name}: held-out true score (eval split)"))
+    return result

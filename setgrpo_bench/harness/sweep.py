@@ -10,11 +10,13 @@ second load, a run with 2 threads was 3× slower than with 1 on 2 cores.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,21 +74,61 @@ def _status(spec: RunSpec, status: str, **extra: Any) -> dict[str, Any]:
     return {"agent": spec.agent, "noise": spec.noise, "seed": spec.seed, "out": str(spec.out), "status": status, **extra}
 
 
-def _execute(spec: RunSpec, overrides: Mapping[str, Any], threads: int) -> dict[str, Any]:
+def _die_with_parent() -> None:
+    """In the run's child process: die with the process that started it (Linux), so that a killed
+    sweep worker never leaves an orphan run writing into a folder its retry resumes."""
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def attempt(spec: RunSpec, overrides: Mapping[str, Any], threads: int) -> tuple[int, str]:
+    """One attempt at a run, as a subprocess (resuming when its folder holds the run): (exit code,
+    the end of its output)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    attempts = []
-    for _ in range(2):  # a crashed run is retried once, resuming from its last checkpoint
-        resume = (spec.out / "config.json").is_file()
-        done = subprocess.run(_command(spec, overrides, resume, threads), env=env, capture_output=True, text=True)
-        attempts.append(done.returncode)
-        if done.returncode == 0 and (spec.out / "eval.json").is_file():
-            return _status(spec, "done", attempts=attempts)
-    return _status(spec, "failed", attempts=attempts, error=(done.stdout + done.stderr)[-2000:])
+    resume = (spec.out / "config.json").is_file()
+    done = subprocess.run(_command(spec, overrides, resume, threads), env=env, capture_output=True, text=True,
+                          preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    return done.returncode, (done.stdout + done.stderr)[-2000:]
+
+
+@dataclass(frozen=True)
+class RayBackend:
+    """Runs as Ray tasks, each with its own resources, on a local Ray (started for the sweep) or the
+    cluster at ``address``."""
+
+    address: str | None = None
+    cpus_per_run: int = 1
+    gpus_per_run: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.cpus_per_run < 1:
+            raise ConfigError("cpus_per_run", self.cpus_per_run, "an integer >= 1")
+        if self.gpus_per_run < 0:
+            raise ConfigError("gpus_per_run", self.gpus_per_run, "a number >= 0")
+
+    def submitter(self, overrides: Mapping[str, Any]) -> Callable[[RunSpec], Future]:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("backend", "ray", "an installed Ray", "pip install -e '.[ray]'") from None
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        remote = ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0)(attempt)
+        return lambda spec: remote.remote(spec, overrides, self.cpus_per_run).future()
 
 
 def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, noises: Sequence[str] = ("realistic",),
-          overrides: Mapping[str, Any] | None = None, jobs: int = 1, console: Console | None = None) -> list[dict[str, Any]]:
-    """Run (or skip, or resume) every (agent, noise, seed); returns and writes the status of each run."""
+          overrides: Mapping[str, Any] | None = None, jobs: int = 1, backend: RayBackend | None = None,
+          console: Console | None = None) -> list[dict[str, Any]]:
+    """Run (or skip, or resume) every (agent, noise, seed); returns and writes the status of each run.
+
+    Locally, ``jobs`` runs at a time with ⌊cores / jobs⌋ threads each; on Ray (``backend``), every run
+    is a task with the backend's resources and ``cpus_per_run`` threads. Either way a run whose
+    attempt fails (or whose worker dies) is tried once more, resuming from its last checkpoint; the
+    same seed and thread count give the same ``eval.json`` on either backend.
+    """
     if jobs < 1:
         raise ConfigError("jobs", jobs, "an integer >= 1")
     console = console or Console()
@@ -94,18 +136,31 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
     specs = plan(agents, noises, seeds, root, overrides)
     root.mkdir(parents=True, exist_ok=True)
     statuses = {s: _status(s, "skipped (finished before)") for s in specs if (s.out / "eval.json").is_file()}
-    pending = [s for s in specs if s not in statuses]
-    threads = max(1, available_cores() // jobs)
     columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
                TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
         bar = progress.add_task("sweep", total=len(specs), completed=len(statuses), last="")
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(_execute, s, overrides, threads): s for s in pending}
-            for future in as_completed(futures):
-                spec, status = futures[future], future.result()
-                statuses[spec] = status
-                progress.update(bar, advance=1, last=f"{spec.agent} {spec.noise} seed {spec.seed}: {status['status']}")
+        threads = max(1, available_cores() // jobs)
+        submit = backend.submitter(overrides) if backend else (lambda spec: pool.submit(attempt, spec, overrides, threads))
+        pending = {submit(s): s for s in specs if s not in statuses}
+        attempts: dict[RunSpec, list[int]] = {}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                spec = pending.pop(future)
+                try:
+                    code, tail = future.result()
+                except Exception as exc:  # the worker running the attempt died  # noqa: BLE001
+                    code, tail = -1, f"{type(exc).__name__}: {exc}"[-2000:]
+                attempts.setdefault(spec, []).append(code)
+                if code == 0 and (spec.out / "eval.json").is_file():
+                    statuses[spec] = _status(spec, "done", attempts=attempts[spec])
+                elif len(attempts[spec]) < 2:  # retried once, resuming from its last checkpoint
+                    pending[submit(spec)] = spec
+                    continue
+                else:
+                    statuses[spec] = _status(spec, "failed", attempts=attempts[spec], error=tail)
+                progress.update(bar, advance=1, last=f"{spec.agent} {spec.noise} seed {spec.seed}: {statuses[spec]['status']}")
                 write_json(root / SWEEP, {"runs": [statuses[s] for s in specs if s in statuses], "overrides": overrides})
     result = [statuses[s] for s in specs]
     write_json(root / SWEEP, {"runs": result, "overrides": overrides})

@@ -1,0 +1,1 @@
+"""Bridges to other training libraries (optional extras, imported on use)."""
