@@ -184,20 +184,24 @@ class GradientGeometry:
     def _backward(self, rollout: Rollout, rows: torch.Tensor) -> None:
         """Forward and backward of Σ_i w_i Σ_t log π(o_it) over ``rows``; parameters are frozen, so
         only activations and output gradients are formed (the hooks keep them)."""
-        model = self.model
-        device = next(model.parameters()).device
         width = rollout.response_ids.shape[1]
+        ids, attention, positions, targets, mask, weights = self._inputs(rollout, rows)
+        kept = {"logits_to_keep": width + 1} if self.keeps_logits else {}
+        logits = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, **kept).logits
+        logits = logits[:, -width - 1 : -1].float() / self.temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+        (weights * (logprobs * mask).sum(dim=1)).sum().backward()
+
+    def _inputs(self, rollout: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(ids, attention, positions, targets, response mask, sequence weights) of ``rows``."""
+        device = next(self.model.parameters()).device
         ids = torch.cat([rollout.prompt_ids[rows], rollout.response_ids[rows]], dim=1).to(device)
         attention = torch.cat([rollout.prompt_mask[rows], rollout.response_mask[rows]], dim=1).to(device)
         positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
         targets = rollout.response_ids[rows].to(device)
         mask = rollout.response_mask[rows].to(device).float()
         weights = sequence_weights(rollout.response_mask, self.loss_type, self.max_new_tokens)[rows].to(device)
-        kept = {"logits_to_keep": width + 1} if self.keeps_logits else {}
-        logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, **kept).logits
-        logits = logits[:, -width - 1 : -1].float() / self.temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
-        (weights * (logprobs * mask).sum(dim=1)).sum().backward()
+        return ids, attention, positions, targets, mask, weights
 
     @contextmanager
     def _recording(self) -> Iterator[dict[torch.nn.Module, dict[str, torch.Tensor]]]:
@@ -283,18 +287,12 @@ class GradientGeometry:
         """{parameter name: (len(rows), *shape)} per-response gradients with ``torch.func`` (any
         model; needs ``attn_implementation="eager"`` and materialises every per-response gradient)."""
         model = self.model
-        device = next(model.parameters()).device
         params = dict(model.named_parameters())
         chosen = {n: params[n].detach() for n in self.names}
         frozen = {n: p.detach() for n, p in params.items() if n not in chosen}
         frozen.update(dict(model.named_buffers()))
         prompt_width = rollout.prompt_ids.shape[1]
-        ids = torch.cat([rollout.prompt_ids[rows], rollout.response_ids[rows]], dim=1).to(device)
-        attention = torch.cat([rollout.prompt_mask[rows], rollout.response_mask[rows]], dim=1).to(device)
-        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
-        targets = rollout.response_ids[rows].to(device)
-        mask = rollout.response_mask[rows].to(device).float()
-        weights = sequence_weights(rollout.response_mask, self.loss_type, self.max_new_tokens)[rows].to(device)
+        ids, attention, positions, targets, mask, weights = self._inputs(rollout, rows)
 
         def term(theta, ids, attention, positions, targets, mask, weight):
             out = functional_call(model, {**frozen, **theta}, args=(), kwargs={

@@ -135,22 +135,11 @@ def _cache_argument(model: torch.nn.Module) -> str:
                       "it; use --engine generate")
 
 
-class TransformersEngine(RolloutEngine):
-    """Batched sampling over the model's forward with its KV cache, on the policy's device.
-
-    Per step: one forward of the last token of every unfinished row, logits / T, nucleus filter,
-    one categorical draw by inverse CDF (one uniform per row; ``torch.multinomial`` costs ~20× more
-    here); rows that emitted EOS leave the batch once a quarter of it has (their cache rows are
-    dropped together), and the loop ends when every row has finished or the cap is reached. No per-token generation-utils
-    machinery (logits processors, stopping criteria, output dicts): for a small model that overhead
-    is most of ``generate``'s time. The sampled distribution is ``generate``'s with ``do_sample``,
-    ``temperature``, ``top_p`` and ``top_k=0``; ``logprobs`` are those of the tempered, unfiltered
-    distribution, as the trainer recomputes them.
-    """
+class _BatchedEngine(RolloutEngine):
+    """Engines that sample with the trainer's own transformers model, in batches of ``batch_size``."""
 
     def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
         self.policy, self.config = policy, config
-        self.cache_argument = _cache_argument(policy.model)
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[str]) -> Rollout:
@@ -166,6 +155,28 @@ class TransformersEngine(RolloutEngine):
             parts.append(Rollout(enc["input_ids"], enc["attention_mask"], ids, mask, logprobs * mask,
                                  [t.strip() for t in texts]))
         return cat_rollouts(parts, tok.pad_token_id)
+
+    @abstractmethod
+    def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(response ids (N, R), log-probabilities of the tempered distribution (N, R)) of a batch."""
+
+
+class TransformersEngine(_BatchedEngine):
+    """Batched sampling over the model's forward with its KV cache, on the policy's device.
+
+    Per step: one forward of the last token of every unfinished row, logits / T, nucleus filter,
+    one categorical draw by inverse CDF (one uniform per row; ``torch.multinomial`` costs ~20× more
+    here); rows that emitted EOS leave the batch once a quarter of it has (their cache rows are
+    dropped together), and the loop ends when every row has finished or the cap is reached. No
+    per-token generation-utils machinery (logits processors, stopping criteria, output dicts): for a
+    small model that overhead is most of ``generate``'s time. The sampled distribution is
+    ``generate``'s with ``do_sample``, ``temperature``, ``top_p`` and ``top_k=0``; ``logprobs`` are
+    those of the tempered, unfiltered distribution, as the trainer recomputes them.
+    """
+
+    def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
+        super().__init__(policy, config)
+        self.cache_argument = _cache_argument(policy.model)
 
     def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(response ids (N, R), log-probabilities (N, R)), R ≤ max_new_tokens; rows end at their EOS."""
@@ -204,35 +215,20 @@ class TransformersEngine(RolloutEngine):
         return ids[:, :steps], logprobs[:, :steps]
 
 
-class GenerateEngine(RolloutEngine):
+class GenerateEngine(_BatchedEngine):
     """Batched sampling with transformers ``generate`` (KV cache): slower than ``TransformersEngine``
     for small models, but runs any model ``generate`` supports."""
 
-    def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
-        self.policy, self.config = policy, config
-
-    @torch.no_grad()
-    def generate(self, prompts: Sequence[str]) -> Rollout:
-        """Sample one response per prompt (repeat a prompt G times for a group)."""
-        tok = self.policy.tokenizer
-        parts = []
-        for start in range(0, len(prompts), self.config.batch_size):
-            chunk = [self.policy.format_prompt(p) for p in prompts[start : start + self.config.batch_size]]
-            enc = tok(chunk, return_tensors="pt", padding=True).to(self.policy.device)
-            out = self.policy.model.generate(
-                **enc, do_sample=True, temperature=self.config.temperature, top_p=self.config.top_p,
-                max_new_tokens=self.config.max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, top_k=0,
-            )
-            ids = out.sequences[:, enc["input_ids"].shape[1] :]
-            logits = torch.stack(out.logits, dim=1).float() / self.config.temperature
-            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-            mask = response_mask(ids, tok.eos_token_id)
-            texts = [
-                tok.decode(row[: int(m.sum())], skip_special_tokens=True).strip() for row, m in zip(ids, mask)
-            ]
-            parts.append(Rollout(enc["input_ids"], enc["attention_mask"], ids, mask, logprobs * mask, texts))
-        return cat_rollouts(parts, tok.pad_token_id)
+    def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        tok, c = self.policy.tokenizer, self.config
+        out = self.policy.model.generate(
+            input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True, temperature=c.temperature, top_p=c.top_p,
+            max_new_tokens=c.max_new_tokens, output_logits=True, return_dict_in_generate=True,
+            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, top_k=0,
+        )
+        ids = out.sequences[:, prompt_ids.shape[1] :]
+        logits = torch.stack(out.logits, dim=1).float() / c.temperature
+        return ids, torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
 def token_logprobs(
