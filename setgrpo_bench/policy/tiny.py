@@ -212,6 +212,10 @@ def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False, out: P
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     (staging / KEY_FILE).write_text(key + "\n", encoding="utf-8")
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [staging, *staging.iterdir()]:  # mkdtemp makes 0700: give the user's usual permissions
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)
