@@ -63,4 +63,4 @@ def medication():
 @pytest.fixture(scope="session")
 def small_policy(tmp_path_factory) -> str:
     """Folder of a test-sized tiny policy (built once per session in a private cache)."""
-    return str(build_tiny(SMALL, out=tmp_path_factory.mktemp("small-policy") / "tiny"))
+    return str(build_tiny(SMALL, out=tmp_path_factory.mktemp("small-policy") / "small"))

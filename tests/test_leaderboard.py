@@ -90,6 +90,12 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
     assert "different suite" in reasons["tampered.json"]
     assert "'macro' is a required property" in reasons["missing.json"]
     assert "## Rejected files" in (board / "README.md").read_text()
+    other_policy = {**json.loads(written.read_text()), "name": "other-policy"}
+    other_policy["policy"] = {"name": "tiny", "hash": "f" * 64}  # the embedded policy, but another build of it
+    (board / "results" / "other-policy.json").write_text(json.dumps(other_policy))
+    assert "the policy was rebuilt since" in dict(build_board(board)[1])["other-policy.json"]
+    with pytest.raises(SubmissionError, match="made under no protocol, this board compares agents under board-v1@1"):
+        publish([runs], tmp_path / "protocol-board", protocol="board-v1@1")
     (board / "README.md").unlink()
     assert main(["leaderboard", "show", "--board", str(board)]) == 0
     out = capsys.readouterr().out

@@ -20,6 +20,7 @@ from ..errors import SetgrpoBenchError
 from ..harness.pooled import pool_seeds
 from ..harness.rundir import read_json
 from ..harness.suite import SUITE_FIELDS, suite_fingerprint
+from ..policy import policy_fingerprint, policy_path
 from ..tasks.benchmark import stable_hash
 from .aggregate import aggregate_seeds
 
@@ -168,6 +169,11 @@ def check_submission(submission: Any) -> list[str]:
         if protocol.fingerprint() != submission["protocol"]["hash"]:
             return [f"protocol: {protocol.id} has changed since the runs were made (its file now fixes another "
                     "budget); rerun under the current protocol"]
+    if submission["schema_version"] >= 2 and submission["policy"]["name"] == "tiny":
+        shipped = policy_fingerprint(policy_path("tiny"))
+        if submission["policy"]["hash"] != shipped:
+            return [f"policy.hash: made with the embedded policy {submission['policy']['hash'][:12]}…, but this version's "
+                    f"is {shipped[:12]}… (the policy was rebuilt since); rerun on this version"]
     if now != submission["suite"]["hash"]:
         return [f"suite.hash: {submission['suite']['hash'][:12]}… was computed on a different suite than the current "
                 f"catalog's {now[:12]}… (benchmarks, rubrics, judge profile or eval size changed); rerun on this version"]
