@@ -387,3 +387,14 @@ def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_p
              for t in trainers]
     assert steps[1].abs().max() > 0
     assert (steps[0] - steps[1]).abs().max() <= 1e-4 * steps[1].abs().max()
+
+
+def test_a_consensus_reference_still_trains_and_is_costed_as_judge_calls(small_policy, tmp_path):
+    """``consensus:K`` (K more calls of the training judge) still works; its audit calls cost one
+    training-judge call each, where the default expert's cost ten."""
+    base = {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "steps": 1}
+    consensus = run(resolve_config("setgrpo", {**base, "reference": "consensus:3"}), tmp_path / "c")
+    expert = run(resolve_config("setgrpo", base), tmp_path / "e")
+    assert consensus["audit_calls"] > 0 and expert["audit_calls"] > 0
+    assert consensus["grader_cost"] == consensus["grader_calls"]
+    assert expert["grader_cost"] == pytest.approx(expert["grader_calls"] + 9 * expert["audit_calls"])

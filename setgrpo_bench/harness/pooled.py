@@ -48,7 +48,8 @@ def pool(totals: Mapping[str, float], means: Mapping[str, float | None] | None =
         out[f"{rate}_low"], out[f"{rate}_high"] = clopper_pearson(k, n) if n else (None, None)
     for ratio, (top, bottom) in RATIOS.items():
         out[ratio] = totals[top] / totals[bottom] if totals.get(bottom) else None
-    out.update({k: totals.get(k, 0) for k in COUNTS + SUMS})
+    out.update({k: int(totals.get(k, 0)) for k in COUNTS})
+    out.update({k: float(totals.get(k, 0.0)) for k in SUMS})
     return out
 
 

@@ -78,6 +78,8 @@ def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha
     tau = _series(metrics, "tau")
     _line(knobs, steps, np.where(np.isfinite(tau), tau, np.nan), "τ̂ (gate threshold on λ*)", "tab:brown")
     knobs.set(xlabel="step", title="Calibrated quantities (τ̂ = ∞: nothing certified)")
+    if not np.isfinite(_series(metrics, "reversal_ref")).any() and not np.isfinite(_series(metrics, "reversal_true")).any():
+        risk.text(0.5, 0.5, "no group was accepted", transform=risk.transAxes, ha="center", color="grey")
     for ax in axes.flat:
         ax.legend(fontsize=7, loc="best")
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
