@@ -4,28 +4,26 @@ Same embedded tiny model, same reward (the built-in suite's judge, ``realistic``
 shape (16 prompts × 8 completions, 72 new tokens), same sampling and optimiser settings. Prints the
 mean step time of each (first step of each excluded as warm-up) and their ratio.
 
-Run: ``pip install -e ".[bench]" && python benchmarks/trl_compare.py [--steps 4]``
+Run: ``pip install -e ".[trl]" && python benchmarks/trl_compare.py [--steps 4]`` on an idle machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import tempfile
 import time
 
 import numpy as np
 import torch
-from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from setgrpo_bench.agents import resolve_config
-from setgrpo_bench.envs import RubricEnv
 from setgrpo_bench.harness.allocator import keep_freed_memory
 from setgrpo_bench.harness.suite import make_envs
 from setgrpo_bench.harness.trainer import Trainer
-from setgrpo_bench.policy import build_tiny, load_policy
+from setgrpo_bench.integrations.trl import RubricReward, trl_dataset
+from setgrpo_bench.policy import load_policy, policy_path
 from setgrpo_bench.policy.model import RESPONSE_MARKER
 
 
@@ -54,23 +52,9 @@ def ours(config, steps: int) -> list[float]:
 
 
 def trl(config, steps: int) -> list[float]:
-    envs = {env.benchmark.name: env for env in make_envs(config)}
-    rng = np.random.default_rng(0)
-    rows = [
-        {"prompt": task.prompt_text + RESPONSE_MARKER, "benchmark": name, "index": i}
-        for name, env in envs.items() for i in range(64) if (task := env.benchmark.instance("train", i))
-    ]
-    dataset = Dataset.from_list([rows[i] for i in rng.permutation(len(rows))])
-
-    def judge(prompts, completions, benchmark, index, **_):
-        out = []
-        for text, name, i in zip(completions, benchmark, index):
-            env: RubricEnv = envs[name]
-            grade = env.grader.grade(env.benchmark.instance("train", int(i)), text.strip(), rng)
-            out.append(None if math.isnan(grade.score) else grade.score)
-        return out
-
-    path = build_tiny()
+    dataset = trl_dataset(config.run.envs, format_prompt=lambda prompt: prompt + RESPONSE_MARKER).shuffle(seed=0)
+    reward = RubricReward(config.run.envs, seed=0, noise=config.grading.noise)
+    path = policy_path("tiny")
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
     timer = StepTimer()
@@ -84,7 +68,7 @@ def trl(config, steps: int) -> list[float]:
             save_strategy="no", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, lr_scheduler_type="constant",
             warmup_steps=0,
         )
-        GRPOTrainer(model=model, reward_funcs=judge, args=args, train_dataset=dataset, processing_class=tokenizer,
+        GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer,
                     callbacks=[timer]).train()
     return timer.times[1:]
 
