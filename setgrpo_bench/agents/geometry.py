@@ -67,13 +67,38 @@ def selected_parameters(model: torch.nn.Module, kind: str, size: int) -> list[st
     return [n for i, n in enumerate(names) if i >= first and (not (m := _LAYER_INDEX.search(n)) or int(m.group(1)) in keep)]
 
 
+class Gradients:
+    """Per-response gradients Φ of rollout ``rows``, one (n, numel) block per parameter, kept in half
+    precision with a float32 scale per response and parameter (every entry within 2⁻¹¹ of its
+    block's largest, relative): half the memory of float32, for forming Σ_i κ_i φ_i once."""
+
+    def __init__(self, rows: torch.Tensor, n_params: int) -> None:
+        self.rows, self.blocks = rows, [None] * n_params
+        self.scales = torch.ones((len(rows), n_params))
+
+    def store(self, k: int, start: int, flat: torch.Tensor) -> None:
+        """Rows ``start …`` of block k (float32, (rows, numel))."""
+        if self.blocks[k] is None:
+            self.blocks[k] = torch.empty((len(self.rows), flat.shape[1]), dtype=torch.float16)
+        scale = flat.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny)
+        self.scales[start : start + len(flat), k] = scale
+        self.blocks[k][start : start + len(flat)] = (flat / scale[:, None]).to(torch.float16)
+
+    def combine(self, k: int, weights: torch.Tensor, step: int = 16) -> torch.Tensor:
+        """Σ_i weights_i φ_i for block k, (numel,) in float32 (a few responses at a time)."""
+        block, scaled = self.blocks[k], weights * self.scales[:, k].to(weights.device)
+        out = torch.zeros(block.shape[1], device=weights.device)
+        for i in range(0, len(block), step):
+            out += scaled[i : i + step] @ block[i : i + step].to(weights.device, torch.float32)
+        return out
+
+
 @dataclass
 class Geometry:
     """Gram matrices of groups and, when kept, the per-response gradients behind them."""
 
     grams: dict[int, np.ndarray]
-    gradients: list[torch.Tensor] | None = None  # Φ: per parameter (in named_parameters order) an (n, numel) block
-    rows: torch.Tensor | None = None  # the rollout row of each row of Φ
+    gradients: Gradients | None = None
 
 
 def _uses(model: torch.nn.Module, chosen: set[int]) -> dict[int, list[tuple[torch.nn.Module, str]]] | None:
@@ -99,7 +124,7 @@ class GradientGeometry:
 
     def __init__(
         self, model: torch.nn.Module, spec: str = "full", *, temperature: float, loss_type: str, max_new_tokens: int,
-        chunk: int = 32, sketch_seed: int = 0, ghost: bool | None = None,
+        chunk: int = 16, sketch_seed: int = 0, ghost: bool | None = None,
     ) -> None:
         self.model, self.temperature = model, temperature
         self.loss_type, self.max_new_tokens, self.chunk = loss_type, max_new_tokens, chunk
@@ -129,15 +154,14 @@ class GradientGeometry:
             return Geometry({b: np.eye(len(r)) for b, r in rows.items()})
         keep = keep_gradients and self.can_keep_gradients
         everything = torch.cat(list(rows.values())) if rows else torch.zeros(0, dtype=torch.long)
-        phi = [torch.empty((len(everything), p.numel())) for p in self.params.values()] if keep else None
+        kept = Gradients(everything, len(self.params)) if keep else None
         out: dict[int, np.ndarray] = {}
         start = 0
         for chunk in self._chunks(rows):
             n = sum(len(rows[b]) for b in chunk)
-            block = None if phi is None else [part[start : start + n] for part in phi]
-            out.update(self._chunk_grams(rollout, {b: rows[b] for b in chunk}, block))
+            out.update(self._chunk_grams(rollout, {b: rows[b] for b in chunk}, kept, start))
             start += n
-        return Geometry(out, phi, everything if keep else None)
+        return Geometry(out, kept)
 
     @property
     def can_keep_gradients(self) -> bool:
@@ -155,8 +179,8 @@ class GradientGeometry:
         if chunk:
             yield chunk
 
-    def _chunk_grams(self, rollout: Rollout, groups: dict[int, torch.Tensor], phi: list[torch.Tensor] | None
-                     ) -> dict[int, np.ndarray]:
+    def _chunk_grams(self, rollout: Rollout, groups: dict[int, torch.Tensor], kept: Gradients | None,
+                     offset: int) -> dict[int, np.ndarray]:
         everything = torch.cat(list(groups.values()))
         spans, start = {}, 0
         for b, r in groups.items():
@@ -172,10 +196,11 @@ class GradientGeometry:
             return {b: _gram(features[s]) for b, s in spans.items()}
         grams = {b: torch.zeros((len(r), len(r)), dtype=torch.float64) for b, r in groups.items()}
         for k, param in enumerate(self.params.values()):
-            if phi is not None:  # every per-response gradient, kept for the update
-                phi[k].copy_(self._per_response(tape, param).reshape(len(everything), -1))
+            if kept is not None:  # every per-response gradient, kept (compactly) for the update
+                flat = self._per_response(tape, param).reshape(len(everything), -1)
                 for b, s in spans.items():
-                    grams[b] += (phi[k][s] @ phi[k][s].T).double()
+                    grams[b] += (flat[s] @ flat[s].T).double()
+                kept.store(k, offset, flat)
             else:
                 for b, s in spans.items():
                     grams[b] += self._param_gram(tape, param, s)

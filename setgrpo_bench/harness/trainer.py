@@ -244,13 +244,13 @@ class Trainer:
                                 max_new_tokens=r.max_new_tokens, normalise_over=o.normalise_over)
         loss.backward()
         per_token = logprobs.grad * mask
-        rows = geometry.rows.to(per_token.device)
+        rows = geometry.gradients.rows.to(per_token.device)
         if float(per_token.abs().sum() - per_token[rows].abs().sum()) > 0:
             raise RuntimeError("an accepted response has no per-response gradient (no Gram matrix was asked for it)")
         weights = sequence_weights(mask, o.loss_type, r.max_new_tokens)[rows]
         kappa = per_token[rows].sum(dim=1) / mask[rows].sum(dim=1).clamp(min=1) / weights
-        for param, phi in zip(self.geometry.params.values(), geometry.gradients):
-            param.grad = (kappa @ phi.to(kappa.device)).view_as(param)
+        for k, param in enumerate(self.geometry.params.values()):
+            param.grad = geometry.gradients.combine(k, kappa).view_as(param)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
