@@ -122,3 +122,33 @@ def test_batch_normaliser_counts_rejected_responses_as_zeros(loss_type):
     batch, _ = grpo_loss(logprobs, old, coef, mask, accepted, normalise_over="batch", **kwargs)
     share = (mask[accepted].sum() / mask.sum()) if loss_type == "dapo" else accepted.float().mean()
     assert batch.item() == pytest.approx(only.item() * share.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"loss_type": "dapo", "mu": 2}, {"beta": 0.05, "normalise_over": "batch"}])
+def test_micro_batched_update_equals_the_whole_batch(small_policy, overrides):
+    """The update runs over accepted responses only, in length-sorted micro-batches with their padding
+    trimmed; with the batch's denominators the micro-batches' gradients sum to the whole batch's."""
+    from setgrpo_bench.agents import Decision, resolve_config
+    from setgrpo_bench.harness.suite import make_envs
+    from setgrpo_bench.harness.trainer import Trainer
+    from setgrpo_bench.policy import load_policy
+
+    config = resolve_config("grpo", {"policy": small_policy, "envs": "MedicationGuide,UnitConversion",
+                                     "groups_per_step": 4, "group_size": 4, "max_new_tokens": 12, **overrides})
+    steps = []
+    for update_batch in (3, 1000):
+        trainer = Trainer(config.replace(update_batch=update_batch), load_policy(small_policy), make_envs(config))
+        trainer.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
+        batch = trainer.collect(4) if not steps else batch  # noqa: F821 (the first pass sets it)
+        rng = np.random.default_rng(0)
+        accepted = rng.random((4, 4)) < 0.7
+        decision = Decision(rng.normal(size=(4, 4)), accepted)
+        before = [p.detach().clone() for p in trainer.policy.model.parameters()]
+        stats = trainer.optimise(batch.groups.rollout, decision)
+        steps.append((torch.cat([(p.detach() - b).reshape(-1) for p, b in zip(trainer.policy.model.parameters(), before)]),
+                      stats))
+    (micro, micro_stats), (whole, whole_stats) = steps
+    assert whole.abs().max() > 0
+    assert (micro - whole).abs().max() <= 1e-5 * whole.abs().max()
+    assert micro_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-8)
+    assert micro_stats["clip_fraction"] == pytest.approx(whole_stats["clip_fraction"], rel=1e-6)

@@ -31,7 +31,8 @@ SELECTORS = ("none", "setgrpo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 NORMALISERS = ("accepted", "batch")
 ENGINES = ("transformers", "generate", "vllm")
-DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env", "threads")
+DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env", "threads",
+                     "update_batch")
 """Where and how a run executes, not what it computes: left out of the experiment's identity, so a
 run may resume on another device and seeds run on CPU and GPU publish together."""
 
@@ -103,10 +104,12 @@ class RolloutSettings:
     top_p: float = _f(1.0, "nucleus sampling mass")
     max_new_tokens: int = _f(72, "response length cap in tokens")
     threads: int = _f(0, "torch threads (0: every core this process may use; sweep gives each of N parallel runs cores/N)")
+    update_batch: int = _f(16, "responses per forward/backward of the update (less memory, faster on CPU; the same update)")
 
     def __post_init__(self) -> None:
         _check([
             ("threads", self.threads, self.threads >= 0, "an integer >= 0", ""),
+            ("update_batch", self.update_batch, self.update_batch >= 1, "an integer >= 1", ""),
             ("device", self.device, self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
              "'cpu', 'cuda' or 'cuda:N'", ""),
             ("vllm_gpu_memory", self.vllm_gpu_memory, 0 < self.vllm_gpu_memory < 1, "a number in (0, 1)", ""),

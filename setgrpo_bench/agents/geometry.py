@@ -209,8 +209,8 @@ class GradientGeometry:
     def _backward(self, rollout: Rollout, rows: torch.Tensor) -> None:
         """Forward and backward of Σ_i w_i Σ_t log π(o_it) over ``rows``; parameters are frozen, so
         only activations and output gradients are formed (the hooks keep them)."""
-        width = rollout.response_ids.shape[1]
         ids, attention, positions, targets, mask, weights = self._inputs(rollout, rows)
+        width = targets.shape[1]
         kept = {"logits_to_keep": width + 1} if self.keeps_logits else {}
         logits = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, **kept).logits
         logits = logits[:, -width - 1 : -1].float() / self.temperature
@@ -218,15 +218,16 @@ class GradientGeometry:
         (weights * (logprobs * mask).sum(dim=1)).sum().backward()
 
     def _inputs(self, rollout: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(ids, attention, positions, targets, response mask, sequence weights) of ``rows``."""
+        """(ids, attention, positions, targets, response mask, sequence weights) of ``rows``, without
+        the padding columns none of them uses (the weights are the whole rollout's: dapo's divide by
+        all its tokens)."""
         device = next(self.model.parameters()).device
-        ids = torch.cat([rollout.prompt_ids[rows], rollout.response_ids[rows]], dim=1).to(device)
-        attention = torch.cat([rollout.prompt_mask[rows], rollout.response_mask[rows]], dim=1).to(device)
-        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
-        targets = rollout.response_ids[rows].to(device)
-        mask = rollout.response_mask[rows].to(device).float()
         weights = sequence_weights(rollout.response_mask, self.loss_type, self.max_new_tokens)[rows].to(device)
-        return ids, attention, positions, targets, mask, weights
+        sub = rollout.select(rows)
+        ids = torch.cat([sub.prompt_ids, sub.response_ids], dim=1).to(device)
+        attention = torch.cat([sub.prompt_mask, sub.response_mask], dim=1).to(device)
+        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        return ids, attention, positions, sub.response_ids.to(device), sub.response_mask.to(device).float(), weights
 
     @contextmanager
     def _recording(self) -> Iterator[dict[torch.nn.Module, dict[str, torch.Tensor]]]:
@@ -316,8 +317,8 @@ class GradientGeometry:
         chosen = {n: params[n].detach() for n in self.names}
         frozen = {n: p.detach() for n, p in params.items() if n not in chosen}
         frozen.update(dict(model.named_buffers()))
-        prompt_width = rollout.prompt_ids.shape[1]
         ids, attention, positions, targets, mask, weights = self._inputs(rollout, rows)
+        prompt_width = ids.shape[1] - targets.shape[1]
 
         def term(theta, ids, attention, positions, targets, mask, weight):
             out = functional_call(model, {**frozen, **theta}, args=(), kwargs={

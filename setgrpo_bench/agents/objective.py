@@ -23,6 +23,12 @@ from ..errors import UnknownNameError
 from .config import LOSS_TYPES, NORMALISERS
 
 
+def loss_totals(mask: torch.Tensor, accepted: torch.Tensor, normalise_over: str = "accepted") -> tuple[float, float]:
+    """(responses, tokens) the loss divides by: of the accepted responses, or of the whole batch."""
+    rows = accepted if normalise_over == "accepted" else mask.sum(1) > 0
+    return float(rows.float().sum()), float((mask.float() * rows.float()[:, None]).sum())
+
+
 @dataclass(frozen=True)
 class LossStats:
     """``clip_fraction``: share of accepted tokens whose clipped branch is active (zero gradient)."""
@@ -48,6 +54,7 @@ def grpo_loss(
     max_new_tokens: int | None = None,
     is_weights: torch.Tensor | None = None,
     normalise_over: str = "accepted",
+    totals: tuple[float, float] | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss of one batch.
 
@@ -62,6 +69,9 @@ def grpo_loss(
         normalise_over: ``accepted`` (the mean runs over accepted responses, as above) or ``batch``
             (over every response of the batch: rejected ones contribute zeros, so an update built
             from few accepted groups is proportionally smaller, as in TRL, which keeps every row).
+        totals: the (responses, tokens) the loss divides by, when these rows are one micro-batch of a
+            larger batch (``loss_totals`` of the whole batch); the micro-batches' losses then sum to
+            the batch's loss.
     Returns:
         (scalar loss, stats). With no accepted response the loss is a zero that still has a graph.
     """
@@ -88,12 +98,10 @@ def grpo_loss(
         kl = torch.exp(delta) - delta - 1
         per_token = per_token + beta * kl
     m = mask.float() * accepted.float()[:, None]
-    n_seq = accepted.float().sum()
-    if n_seq == 0:
+    if not accepted.any():
         return (per_token * 0).sum(), LossStats(0.0, 1.0, 0.0)
-    if normalise_over == "batch":  # rejected responses count in the denominator: they contribute zeros
-        n_seq = (mask.sum(1) > 0).float().sum()
-    tokens = (mask.float() if normalise_over == "batch" else m).sum()
+    n_seq, tokens = totals if totals is not None else loss_totals(mask, accepted, normalise_over)
+    n_seq, tokens = max(float(n_seq), 1.0), max(float(tokens), 1.0)
     if loss_type == "grpo":
         loss = ((per_token * m).sum(1) / m.sum(1).clamp(min=1)).sum() / n_seq
     elif loss_type == "dr_grpo":
@@ -101,7 +109,7 @@ def grpo_loss(
             raise ValueError("dr_grpo needs max_new_tokens")
         loss = (per_token * m).sum() / (n_seq * max_new_tokens)
     else:
-        loss = (per_token * m).sum() / tokens.clamp(min=1)
+        loss = (per_token * m).sum() / tokens
     with torch.no_grad():
         tokens = m.sum().clamp(min=1)
         stats = LossStats(

@@ -31,7 +31,7 @@ from ..agents.build import build_agent
 from ..agents.config import TrainConfig
 from ..agents.diagnostics import true_score_diagnostics
 from ..agents.geometry import Geometry, GradientGeometry, sequence_weights
-from ..agents.objective import grpo_loss
+from ..agents.objective import grpo_loss, loss_totals
 from ..envs.rubric_env import RubricEnv
 from ..graders.reference import make_reference
 from ..policy.engine import (
@@ -83,6 +83,7 @@ class Trainer:
                                          loss_type=o.loss_type, max_new_tokens=r.max_new_tokens)
         self.warmed_up = False
         self.groups_graded = 0
+        self.update_batch = config.rollout.update_batch
 
     # ---------------------------------------------------------------- the step
     def step(self) -> dict[str, Any]:
@@ -201,35 +202,51 @@ class Trainer:
             return {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0}
         if geometry is not None and geometry.gradients is not None:
             return self._step_from_gradients(rollout, coef, acc, geometry)
-        old, is_weights = rollout.logprobs, None
-        if self.engine.needs_correction:  # sampled by another engine: π_old is the trainer's own
-            with torch.no_grad():
-                old = token_logprobs(model, rollout, r.temperature) * rollout.response_mask
-            is_weights = torch.exp(old - rollout.logprobs).clamp(max=r.is_cap) * rollout.response_mask
-        ref = None
-        if self.kl_model is not None:
-            with torch.no_grad():
-                ref = token_logprobs(self.kl_model, rollout, r.temperature)
+        totals = loss_totals(rollout.response_mask, acc, o.normalise_over)  # the whole batch's denominators
+        # only accepted responses enter the forward passes (the others add zeros), in micro-batches of
+        # similar length with their padding trimmed; their losses sum to the batch's loss
+        order = acc.nonzero()[:, 0]
+        order = order[torch.argsort((rollout.prompt_mask.sum(1) + rollout.response_mask.sum(1))[order])]
+        micro = [rollout.select(order[i : i + self.update_batch]) for i in range(0, len(order), self.update_batch)]
+        rows = [order[i : i + self.update_batch] for i in range(0, len(order), self.update_batch)]
+        fixed = [self._fixed_logprobs(part) for part in micro]  # π_old (and π_ref, IS weights) per part
         # The model stays in eval mode: dropout would make log π_θ differ from the sampling policy's
         # log-probabilities even before any update, biasing the ratio (TRL disables it likewise).
         for _ in range(o.mu):
-            logprobs = token_logprobs(model, rollout, r.temperature)
-            loss, stats = grpo_loss(
-                logprobs, old, coef, rollout.response_mask, acc, epsilon_low=o.epsilon_low,
-                epsilon_high=o.epsilon_high, clip=o.clip, beta=o.beta, ref_logprobs=ref, loss_type=o.loss_type,
-                max_new_tokens=r.max_new_tokens, is_weights=is_weights, normalise_over=o.normalise_over,
-            )
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(f"the loss is {loss.item()} (lr={o.lr}); lower the learning rate")
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss, stats, tokens = 0.0, np.zeros(3), 0.0
+            for part, index, (old, ref, is_weights) in zip(micro, rows, fixed):
+                logprobs = token_logprobs(model, part, r.temperature)
+                part_loss, part_stats = grpo_loss(
+                    logprobs, old, coef[index], part.response_mask, acc[index], epsilon_low=o.epsilon_low,
+                    epsilon_high=o.epsilon_high, clip=o.clip, beta=o.beta, ref_logprobs=ref, loss_type=o.loss_type,
+                    max_new_tokens=r.max_new_tokens, is_weights=is_weights, totals=totals,
+                )
+                if not torch.isfinite(part_loss):
+                    raise NonFiniteLossError(f"the loss is {part_loss.item()} (lr={o.lr}); lower the learning rate")
+                part_loss.backward()
+                weight = float(part.response_mask.sum())
+                loss, tokens = loss + part_loss.item(), tokens + weight
+                stats += weight * np.array([part_stats.clip_fraction, part_stats.ratio_mean, part_stats.kl])
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_grad_norm)
             self.optimizer.step()
         self.engine.sync_weights()
-        return {
-            "loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
-            "kl": stats.kl, "grad_norm": float(grad_norm),
-        }
+        clip_fraction, ratio_mean, kl = stats / max(tokens, 1.0)
+        return {"loss": loss, "clip_fraction": clip_fraction, "ratio_mean": ratio_mean, "kl": kl,
+                "grad_norm": float(grad_norm)}
+
+    def _fixed_logprobs(self, part: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """(π_old, π_ref or None, truncated importance weights or None) of a part of the batch: the
+        sampling log-probabilities, or the trainer's own when another engine sampled (vLLM)."""
+        r, mask = self.config.rollout, part.response_mask
+        old, is_weights, ref = part.logprobs, None, None
+        with torch.no_grad():
+            if self.engine.needs_correction:
+                old = token_logprobs(self.policy.model, part, r.temperature) * mask
+                is_weights = torch.exp(old - part.logprobs).clamp(max=r.is_cap) * mask
+            if self.kl_model is not None:
+                ref = token_logprobs(self.kl_model, part, r.temperature)
+        return old, ref, is_weights
 
     def _step_from_gradients(self, rollout: Rollout, coef: torch.Tensor, acc: torch.Tensor, geometry: Geometry
                              ) -> dict[str, float]:

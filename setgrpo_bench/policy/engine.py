@@ -58,6 +58,17 @@ class Rollout:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def select(self, rows: torch.Tensor | Sequence[int]) -> Rollout:
+        """Rows ``rows`` without the padding columns none of them uses (prompts are left-padded,
+        responses right-padded), so that a forward pass over them spends nothing on padding."""
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        prompt_mask, response_mask = self.prompt_mask[rows], self.response_mask[rows]
+        keep_prompt = max(int(prompt_mask.sum(1).max()), 1) if len(rows) else 1
+        keep_response = max(int(response_mask.sum(1).max()), 1) if len(rows) else 1
+        return Rollout(self.prompt_ids[rows][:, -keep_prompt:], prompt_mask[:, -keep_prompt:],
+                       self.response_ids[rows][:, :keep_response], response_mask[:, :keep_response],
+                       self.logprobs[rows][:, :keep_response], [self.texts[int(i)] for i in rows])
+
 
 def _pad_right(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
     return F.pad(t, (0, width - t.shape[1]), value=value)
