@@ -83,7 +83,6 @@ class Trainer:
                                          loss_type=o.loss_type, max_new_tokens=r.max_new_tokens)
         self.warmed_up = False
         self.groups_graded = 0
-        self.update_batch = config.rollout.update_batch
 
     # ---------------------------------------------------------------- the step
     def step(self) -> dict[str, Any]:
@@ -207,8 +206,9 @@ class Trainer:
         # similar length with their padding trimmed; their losses sum to the batch's loss
         order = acc.nonzero()[:, 0]
         order = order[torch.argsort((rollout.prompt_mask.sum(1) + rollout.response_mask.sum(1))[order])]
-        micro = [rollout.select(order[i : i + self.update_batch]) for i in range(0, len(order), self.update_batch)]
-        rows = [order[i : i + self.update_batch] for i in range(0, len(order), self.update_batch)]
+        size = r.update_batch
+        rows = [order[i : i + size] for i in range(0, len(order), size)]
+        micro = [rollout.select(part) for part in rows]
         fixed = [self._fixed_logprobs(part) for part in micro]  # π_old (and π_ref, IS weights) per part
         # The model stays in eval mode: dropout would make log π_θ differ from the sampling policy's
         # log-probabilities even before any update, biasing the ratio (TRL disables it likewise).
