@@ -13,7 +13,6 @@ from typing import Any
 import jsonschema
 import numpy as np
 
-from .. import __version__
 from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
