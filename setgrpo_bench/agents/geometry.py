@@ -80,7 +80,7 @@ class Gradients:
         """Rows ``start …`` of block k (float32, (rows, numel))."""
         if self.blocks[k] is None:
             self.blocks[k] = torch.empty((len(self.rows), flat.shape[1]), dtype=torch.float16)
-        scale = flat.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny)
+        scale = torch.linalg.vector_norm(flat, float("inf"), dim=1).clamp(min=torch.finfo(torch.float32).tiny)
         self.scales[start : start + len(flat), k] = scale
         self.blocks[k][start : start + len(flat)] = (flat / scale[:, None]).to(torch.float16)
 
@@ -273,15 +273,20 @@ class GradientGeometry:
         return (flat @ flat.T).double()
 
     def _per_response(self, tape: dict, param: torch.Tensor, span: slice = slice(None)) -> torch.Tensor:
-        """(responses, *param.shape): the parameter's gradient of each response's loss term."""
+        """(responses, *param.shape): the parameter's gradient of each response's loss term. A weight
+        with several uses (an embedding tied to the LM head) sums them; an embedding's rows are
+        scattered into the dense part in place, so no (responses × vocabulary) zeros are filled."""
+        uses = sorted(self.uses[id(param)], key=lambda use: isinstance(use[0], torch.nn.Embedding))
         total = None
-        for module, role in self.uses[id(param)]:
+        for module, role in uses:
             a, g = tape[module]["input"][span], tape[module]["grad"][span].float()
+            if isinstance(module, torch.nn.Embedding) and role == "weight":
+                if total is None:
+                    total = torch.zeros((g.shape[0], *param.shape), dtype=g.dtype, device=g.device)
+                total.scatter_add_(1, a[..., None].expand(-1, -1, g.shape[-1]), g)
+                continue
             if role == "bias":
                 part = g.sum(dim=1)
-            elif isinstance(module, torch.nn.Embedding):
-                part = torch.zeros((g.shape[0], *param.shape), dtype=g.dtype, device=g.device)
-                part.scatter_add_(1, a[..., None].expand(-1, -1, g.shape[-1]), g)
             elif isinstance(module, torch.nn.LayerNorm):
                 normalised = F.layer_norm(a.float(), module.normalized_shape, eps=module.eps)
                 part = (g * normalised).sum(dim=1)
@@ -289,7 +294,7 @@ class GradientGeometry:
                 part = torch.einsum("rti,rto->rio", a.float(), g)
             else:  # nn.Linear: y = a Wᵀ + b, W: (out, in)
                 part = torch.einsum("rto,rti->roi", g, a.float())
-            total = part if total is None else total + part
+            total = part if total is None else total.add_(part)
         return total
 
     # ---------------------------------------------------------------- sketch and fallback
