@@ -382,12 +382,12 @@ def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_p
                                  trainers[0].geometry_of(batch.groups, needs, keep_gradients=True))
     plain = trainers[1].optimise(batch.groups.rollout, decision)
     assert fused["loss"] == pytest.approx(plain["loss"], rel=1e-5)
-    assert fused["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-3)
+    assert fused["grad_norm"] == pytest.approx(plain["grad_norm"], rel=5e-3)
     steps = [torch.cat([(p.detach() - p0).reshape(-1) for p, p0 in zip(t.policy.model.parameters(), before)])
              for t in trainers]
     assert steps[1].abs().max() > 0
-    # Φ is kept in half precision (each entry within 2⁻¹¹ of its block's largest): 1e-3 of the step
-    assert (steps[0] - steps[1]).abs().max() <= 1e-3 * steps[1].abs().max()
+    # Φ is kept in bfloat16 (each entry within 2⁻⁹ of itself): within 5e-3 of the largest coordinate
+    assert (steps[0] - steps[1]).abs().max() <= 5e-3 * steps[1].abs().max()
 
 
 def test_a_consensus_reference_still_trains_and_is_costed_as_judge_calls(small_policy, tmp_path):

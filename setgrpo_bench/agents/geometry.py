@@ -68,28 +68,25 @@ def selected_parameters(model: torch.nn.Module, kind: str, size: int) -> list[st
 
 
 class Gradients:
-    """Per-response gradients Φ of rollout ``rows``, one (n, numel) block per parameter, kept in half
-    precision with a float32 scale per response and parameter (every entry within 2⁻¹¹ of its
-    block's largest, relative): half the memory of float32, for forming Σ_i κ_i φ_i once."""
+    """Per-response gradients Φ of rollout ``rows``, one (n, numel) block per parameter, kept in
+    bfloat16 (8 bits of mantissa: each entry within 2⁻⁹ of itself) — half the memory of float32, for
+    forming Σ_i κ_i φ_i once; the Gram matrices are computed from the float32 gradients."""
 
     def __init__(self, rows: torch.Tensor, n_params: int) -> None:
         self.rows, self.blocks = rows, [None] * n_params
-        self.scales = torch.ones((len(rows), n_params))
 
     def store(self, k: int, start: int, flat: torch.Tensor) -> None:
         """Rows ``start …`` of block k (float32, (rows, numel))."""
         if self.blocks[k] is None:
-            self.blocks[k] = torch.empty((len(self.rows), flat.shape[1]), dtype=torch.float16)
-        scale = torch.linalg.vector_norm(flat, float("inf"), dim=1).clamp(min=torch.finfo(torch.float32).tiny)
-        self.scales[start : start + len(flat), k] = scale
-        self.blocks[k][start : start + len(flat)] = (flat / scale[:, None]).to(torch.float16)
+            self.blocks[k] = torch.empty((len(self.rows), flat.shape[1]), dtype=torch.bfloat16, device=flat.device)
+        self.blocks[k][start : start + len(flat)] = flat
 
     def combine(self, k: int, weights: torch.Tensor, step: int = 16) -> torch.Tensor:
         """Σ_i weights_i φ_i for block k, (numel,) in float32 (a few responses at a time)."""
-        block, scaled = self.blocks[k], weights * self.scales[:, k].to(weights.device)
+        block = self.blocks[k]
         out = torch.zeros(block.shape[1], device=weights.device)
         for i in range(0, len(block), step):
-            out += scaled[i : i + step] @ block[i : i + step].to(weights.device, torch.float32)
+            out += weights[i : i + step] @ block[i : i + step].to(weights.device, torch.float32)
         return out
 
 
@@ -194,16 +191,17 @@ class GradientGeometry:
         if self.kind == "sketch":
             features = self._features({n: self._per_response(tape, p) for n, p in self.params.items()})
             return {b: _gram(features[s]) for b, s in spans.items()}
-        grams = {b: torch.zeros((len(r), len(r)), dtype=torch.float64) for b, r in groups.items()}
-        for k, param in enumerate(self.params.values()):
-            if kept is not None:  # every per-response gradient, kept (compactly) for the update
+        if kept is not None:  # every per-response gradient, kept (compactly) for the update
+            products = torch.zeros((len(everything), len(everything)), dtype=torch.float64)
+            for k, param in enumerate(self.params.values()):
                 flat = self._per_response(tape, param).reshape(len(everything), -1)
-                for b, s in spans.items():
-                    grams[b] += (flat[s] @ flat[s].T).double()
+                products += (flat @ flat.T).double()  # the chunk's inner products at once
                 kept.store(k, offset, flat)
-            else:
-                for b, s in spans.items():
-                    grams[b] += self._param_gram(tape, param, s)
+            return {b: products[s, s].numpy() for b, s in spans.items()}
+        grams = {b: torch.zeros((len(r), len(r)), dtype=torch.float64) for b, r in groups.items()}
+        for param in self.params.values():
+            for b, s in spans.items():
+                grams[b] += self._param_gram(tape, param, s)
         return {b: k.numpy() for b, k in grams.items()}
 
     def _backward(self, rollout: Rollout, rows: torch.Tensor) -> None:
