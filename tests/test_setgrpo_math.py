@@ -277,3 +277,13 @@ def test_membership_needs_the_box_and_the_zero_sum():
     shift[0] = 2 * rho[0] + 1.0
     shift[1] = -shift[0]
     assert not sm.in_set(a_hat + shift, a_hat, rho)  # Σa = 0, outside the box
+
+
+def test_response_scales_by_hand():
+    """σ_i = max(spread_i, floor) / (max(std(r̃), std_floor) + ε) with the unbiased std of GRPO's
+    coefficients, so that a reward error of one spread moves â_i by about σ_i."""
+    rewards, spreads = np.array([0.2, 0.5, 0.9]), np.array([0.05, 0.001, 0.1])
+    std = np.sqrt(((rewards - rewards.mean()) ** 2).sum() / 2)
+    expected = np.array([0.05, 0.01, 0.1]) / (std + 1e-4)
+    assert np.allclose(sm.response_scales(rewards, spreads, std_floor=0.05, spread_floor=0.01), expected)
+    assert np.allclose(sm.response_scales(np.array([0.5, 0.51]), np.array([0.05, 0.05])), 0.05 / (0.05 + 1e-4))
