@@ -6,13 +6,16 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.agents.config import preset_paths
+from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
-from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, make_submission, publish
+from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, load_board, make_submission, publish
+from setgrpo_bench.leaderboard.board import missing_cells
 from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se
 
 SMALL = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2, group_size=3, eval_instances=2,
@@ -190,6 +193,19 @@ def test_shipped_board_is_valid_complete_and_up_to_date(tmp_path):
     shutil.copytree(shipped / "results", tmp_path / "results")
     frame, rejected = build_board(tmp_path)
     assert rejected == []
-    assert set(frame["agent"]) == set(preset_paths())
-    assert frame["seeds"].min() >= 5
+    submissions, _ = load_board(tmp_path)
+    if all(s["schema_version"] == 1 for s in submissions):  # the first version's board (realistic only)
+        assert missing_cells(frame, sorted(preset_paths()), ["realistic"]) == []
+    else:  # a protocol board: every preset × 5 seeds under realistic, the core agents × 3 under the others
+        assert {s["protocol"]["id"] for s in submissions} == {load_protocol("board-v1").id}
+        assert missing_cells(frame, sorted(preset_paths()), list(load_protocol("board-v1").noise)) == []
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == (shipped / "README.md").read_text(encoding="utf-8")
+
+
+def test_board_completeness_names_what_is_missing():
+    frame = pd.DataFrame({"agent": ["grpo", "setgrpo", "grpo", "grpo_oracle"], "noise": ["realistic", "realistic", "harsh", "realistic"],
+                          "seeds": [5, 4, 3, 5]})
+    missing = missing_cells(frame, ["grpo", "setgrpo", "grpo_oracle"], ["realistic", "harsh"])
+    assert missing == ["setgrpo under realistic: 4 of 5 seeds", "setgrpo under harsh: 0 of 3 seeds",
+                       "grpo_oracle under harsh: 0 of 3 seeds"]
+    assert missing_cells(frame, ["grpo"], ["realistic", "harsh"]) == []

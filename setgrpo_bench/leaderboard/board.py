@@ -43,6 +43,20 @@ def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str,
     return accepted, rejected
 
 
+CORE_AGENTS = ("grpo", "setgrpo", "dr_grpo", "dapo", "grpo_kavg", "setgrpo-no-gate", "grpo_oracle")
+"""The agents the board runs under every judge profile of its protocol (the others: under `realistic`)."""
+
+
+def missing_cells(frame: pd.DataFrame, presets: list[str], profiles: list[str], *, main: str = "realistic",
+                  seeds_main: int = 5, seeds_other: int = 3) -> list[str]:
+    """What a complete board lacks: every preset with ``seeds_main`` seeds under the ``main`` profile,
+    and every core agent with ``seeds_other`` seeds under every other profile (empty when complete)."""
+    have = {(a, n): k for a, n, k in zip(frame["agent"], frame["noise"], frame["seeds"])} if not frame.empty else {}
+    wanted = [(a, main, seeds_main) for a in presets] + [
+        (a, n, seeds_other) for n in profiles if n != main for a in CORE_AGENTS if a in presets]
+    return [f"{a} under {n}: {have.get((a, n), 0)} of {k} seeds" for a, n, k in wanted if have.get((a, n), 0) < k]
+
+
 def _fmt(value: Any, digits: int = 3) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"  # None or NaN: not measured
 
