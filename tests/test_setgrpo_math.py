@@ -287,3 +287,12 @@ def test_response_scales_by_hand():
     expected = np.array([0.05, 0.01, 0.1]) / (std + 1e-4)
     assert np.allclose(sm.response_scales(rewards, spreads, std_floor=0.05, spread_floor=0.01), expected)
     assert np.allclose(sm.response_scales(np.array([0.5, 0.51]), np.array([0.05, 0.05])), 0.05 / (0.05 + 1e-4))
+
+
+def test_a_reversal_is_a_strictly_opposed_update():
+    """E = 1{cᵀKa* < 0}: an update orthogonal to the reference one (or none at all) does not oppose it."""
+    K = np.eye(3)
+    a_ref = np.array([1.0, -1.0, 0.0])
+    assert sm.reversal(-a_ref, K, a_ref) and not sm.reversal(a_ref, K, a_ref)
+    assert not sm.reversal(np.zeros(3), K, a_ref)
+    assert not sm.reversal(np.array([1.0, 1.0, -2.0]), K, a_ref)  # cᵀKa* = 0
