@@ -399,3 +399,17 @@ def test_a_consensus_reference_still_trains_and_is_costed_as_judge_calls(small_p
     assert consensus["audit_calls"] > 0 and expert["audit_calls"] > 0
     assert consensus["grader_cost"] == consensus["grader_calls"]
     assert expert["grader_cost"] == pytest.approx(expert["grader_calls"] + 9 * expert["audit_calls"])
+
+
+def test_a_training_steps_audits_join_the_window_after_its_decision(small_policy):
+    """In ``Trainer.step`` the agent decides with the window as it was, and only then learns from the
+    step's audits: they are out of sample for the q and τ̂ they are judged by."""
+    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy})
+    trainer = Trainer(config, load_policy(small_policy), make_envs(config))
+    trainer.step()
+    for _ in range(2):
+        before = (len(trainer.agent.fold(0)), len(trainer.agent.fold(1)), trainer.agent.quantile())
+        metrics = trainer.step()
+        assert (metrics["window_d1"], metrics["window_d2"], metrics["q"]) == before
+        assert len(trainer.agent.window) == min(before[0] + before[1] + metrics["n_audited"], config.setgrpo.window)
+        assert metrics["n_audited"] > 0
