@@ -232,6 +232,23 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_says_so(interrupted, da
         assert "steps 3–3 came after the checkpoint of step 2" in said
 
 
+def test_a_run_killed_between_its_first_metrics_line_and_checkpoint_starts_again(interrupted, monkeypatch, capsys):
+    """The kill a sweep's retry meets: step 1 logged, its checkpoint not yet written."""
+    import sys
+
+    run_module = sys.modules["setgrpo_bench.harness.run"]  # (the package's ``run`` names the function)
+    config, full, out = interrupted
+    window = out.parent / "window"
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "save_checkpoint", lambda *a: (_ for _ in ()).throw(Killed()))
+        with pytest.raises(Killed):
+            run(config, window)
+    assert [json.loads(x)["step"] for x in (window / "metrics.jsonl").read_text().splitlines()] == [1]
+    resumed = run(config, window, resume=True)
+    assert resumed["final"] == full["final"]
+    assert "steps 1–1 came after the checkpoint of step 0" in capsys.readouterr().out
+
+
 def test_resume_without_a_usable_checkpoint_refuses_and_keeps_the_metrics(interrupted):
     config, _, out = interrupted
     for folder in (out / "checkpoints").glob("step_*"):

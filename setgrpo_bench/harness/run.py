@@ -64,8 +64,10 @@ def load_checkpoint(folder: Path, trainer: Trainer) -> int:
 
 def resume_from(rundir: RunDir, trainer: Trainer, console: Console) -> int:
     """The step to continue from: the newest usable checkpoint (falling back past damaged ones, and
-    saying so), 0 when the run had not finished a step. Never silently starts again: a run with
-    logged steps but no usable checkpoint is refused with the way out."""
+    saying so), 0 when the run had not yet written its first checkpoint. Never silently starts again:
+    a run that logged a step after its first checkpoint but has no usable one is refused with the way
+    out. (A step's metrics line is written before its checkpoint, so a run killed between the two at
+    its first checkpoint step logged that step and has no checkpoint: it starts again from 0.)"""
     problems = []
     for folder in rundir.checkpoint_candidates():
         try:
@@ -77,7 +79,9 @@ def resume_from(rundir: RunDir, trainer: Trainer, console: Console) -> int:
         console.print(f"resuming {rundir.root} from step {step} ({folder.name})", highlight=False, soft_wrap=True)
         return step
     logged = [r["step"] for r in rundir.metrics()]
-    if logged:
+    saved = read_json(rundir.root / "config.json")["config"]
+    first_checkpoint = min(saved["checkpoint_every"], saved["steps"])
+    if logged and max(logged) > first_checkpoint:
         found = "; ".join(problems) if problems else f"no checkpoint in {rundir.checkpoints}"
         raise CheckpointError(f"cannot resume {rundir.root}: steps {logged[0]}–{logged[-1]} were logged but {found}. "
                               "Pass --overwrite to start the run again from step 0 (its logged steps are discarded).")
