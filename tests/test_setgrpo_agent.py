@@ -17,7 +17,7 @@ from setgrpo_bench.errors import ConfigError
 from setgrpo_bench.graders import RubricGrader
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.suite import make_envs
-from setgrpo_bench.harness.trainer import Trainer
+from setgrpo_bench.harness.trainer import Trainer, gradient_outside
 from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
 from setgrpo_bench.policy.engine import token_logprobs
 
@@ -413,3 +413,40 @@ def test_a_training_steps_audits_join_the_window_after_its_decision(small_policy
         assert (metrics["window_d1"], metrics["window_d2"], metrics["q"]) == before
         assert len(trainer.agent.window) == min(before[0] + before[1] + metrics["n_audited"], config.setgrpo.window)
         assert metrics["n_audited"] > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_update_from_gradients_takes_groups_with_invalid_grades_and_refuses_a_missing_row(small_policy, seed):
+    """Responses with an invalid grade have no gradient row (they are outside the set) and zero
+    coefficients: the fused step must take the other rows of their groups, whatever the rounding of
+    the loss's gradients; an accepted response without a row is a bug and is refused."""
+    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "groups_per_step": 6,
+                                        "seed": seed})
+    trainer = Trainer(config, load_policy(small_policy), make_envs(config))
+    batch = trainer.collect(6)
+    rng = np.random.default_rng(seed)
+    valid = rng.random(batch.groups.rewards.shape) < 0.75
+    valid[:, :2] = True
+    coefficients = np.where(valid, rng.normal(size=valid.shape), 0.0)
+    needs = Needs({b: valid[b] for b in range(6)})
+    geometry = trainer.geometry_of(batch.groups, needs, keep_gradients=True)
+    step = trainer.optimise(batch.groups.rollout, Decision(coefficients, valid), geometry)
+    assert step["grad_norm"] > 0
+    missing = valid.copy()
+    missing[0, 0] = False
+    geometry = trainer.geometry_of(batch.groups, Needs({b: missing[b] for b in range(6)}), keep_gradients=True)
+    with pytest.raises(RuntimeError, match="no per-response gradient"):
+        trainer.optimise(batch.groups.rollout, Decision(coefficients, valid), geometry)
+
+
+def test_gradient_outside_is_exact_under_rounding():
+    """Rows without a response gradient are exactly zero; a float-sum comparison would flag rounding."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(500):
+        per_token = torch.randn(24, 72, generator=g) * 1e-3
+        keep = torch.rand(24, generator=g) < 0.75
+        keep[0] = True
+        per_token[~keep] = 0
+        rows = keep.nonzero()[:, 0]
+        assert not gradient_outside(per_token, rows)
+        assert gradient_outside(per_token, rows[1:])
