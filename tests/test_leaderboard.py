@@ -209,3 +209,11 @@ def test_board_completeness_names_what_is_missing():
     assert missing == ["setgrpo under realistic: 4 of 5 seeds", "setgrpo under harsh: 0 of 3 seeds",
                        "grpo_oracle under harsh: 0 of 3 seeds"]
     assert missing_cells(frame, ["grpo"], ["realistic", "harsh"]) == []
+
+
+def test_pooled_rates_show_their_clopper_pearson_interval_and_old_ones_do_not():
+    from setgrpo_bench.leaderboard.board import _rate
+
+    frame = pd.DataFrame({"coverage_ref": [0.492, 0.47, None], "coverage_ref_low": [0.4712, None, None],
+                          "coverage_ref_high": [0.5153, None, None]})
+    assert _rate(frame, "coverage_ref") == ["0.492 [0.47, 0.52]", "0.470", "—"]

@@ -61,6 +61,17 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"  # None or NaN: not measured
 
 
+RATE_COLUMNS = {"coverage_ref": "coverage_ref", "coverage_true": "coverage_true", "risk_ref": "reversal_ref",
+                "risk_true": "reversal_true"}
+"""Board column → SetGRPO rate in a submission's diagnostics (with ``_low``/``_high``: its exact interval)."""
+
+
+def _rate(frame: pd.DataFrame, column: str) -> list[str]:
+    """A pooled rate with its Clopper–Pearson interval when the submission has one (schema 2)."""
+    return [_fmt(r) if lo is None or lo != lo else f"{_fmt(r)} [{lo:.2f}, {hi:.2f}]"
+            for r, lo, hi in zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"])]
+
+
 def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per submission, ranked by macro true score; oracle rows unranked at the bottom."""
     rows = []
@@ -73,8 +84,7 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
             "macro": s["macro"]["true_score"], "macro_se": s["macro"]["true_score_se"],
             "ci_low": s["macro"]["true_score_ci"][0], "ci_high": s["macro"]["true_score_ci"][1],
             "initial": s["macro"].get("initial_true_score"), "judge": s["macro"]["judge_score"],
-            "coverage_ref": d.get("coverage_ref"), "coverage_true": d.get("coverage_true"),
-            "risk_ref": d.get("reversal_ref"), "risk_true": d.get("reversal_true"),
+            **{f"{column}{end}": d.get(f"{rate}{end}") for column, rate in RATE_COLUMNS.items() for end in ("", "_low", "_high")},
             "grader_calls_per_step": s["grader_calls_per_step"], "wall_time_s": s["wall_time_s"],
             "grader_cost_per_step": s.get("grader_cost_per_step", s["grader_calls_per_step"]),
         }
@@ -99,8 +109,8 @@ def noise_order(noise: str) -> tuple[int, str]:
 
 def _domains(frame: pd.DataFrame) -> list[str]:
     fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "macro", "macro_se", "ci_low", "ci_high", "initial",
-             "judge", "coverage_ref", "coverage_true", "risk_ref", "risk_true", "grader_calls_per_step", "wall_time_s",
-             "grader_cost_per_step"}
+             "judge", "grader_calls_per_step", "wall_time_s", "grader_cost_per_step",
+             *(f"{c}{end}" for c in RATE_COLUMNS for end in ("", "_low", "_high"))}
     return [c for c in frame.columns if c not in fixed]
 
 
@@ -113,8 +123,8 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         "macro ± SE [95% CI]": [f"{m:.3f} ± {se:.3f} [{lo:.3f}, {hi:.3f}]"
                                 for m, se, lo, hi in zip(frame["macro"], frame["macro_se"], frame["ci_low"], frame["ci_high"])],
         "before training": frame["initial"].map(_fmt),
-        "coverage ref / true": [f"{_fmt(r)} / {_fmt(t)}" for r, t in zip(frame["coverage_ref"], frame["coverage_true"])],
-        "risk ref / true": [f"{_fmt(r)} / {_fmt(t)}" for r, t in zip(frame["risk_ref"], frame["risk_true"])],
+        "coverage ref / true": [f"{r} / {t}" for r, t in zip(_rate(frame, "coverage_ref"), _rate(frame, "coverage_true"))],
+        "risk ref / true": [f"{r} / {t}" for r, t in zip(_rate(frame, "risk_ref"), _rate(frame, "risk_true"))],
         "judge cost / step": frame["grader_cost_per_step"].map(lambda v: f"{v:,.0f}"),
         "wall time (s)": frame["wall_time_s"].map(lambda v: f"{v:.0f}"),
         "seeds": frame["seeds"].astype(str),
@@ -130,8 +140,10 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         profiles = sorted(set(frame["noise"]), key=noise_order)
         lines += [f"Held-out true rubric score on the eval splits, one table per training judge profile "
                   f"({', '.join(profiles)}); macro = unweighted mean over benchmarks, SE across seeds = "
-                  "√(Σ se_k²)/K, CI by bootstrap over seeds. Coverage and risk are SetGRPO's per-step means "
-                  "w.r.t. the reference grader and the true score.", ""]
+                  "√(Σ se_k²)/K, CI by bootstrap over seeds. Coverage and risk are SetGRPO's rates w.r.t. the "
+                  "reference grader and the true score, pooled over the groups of every seed, with exact "
+                  "(Clopper–Pearson) 95% intervals; submissions of schema version 1 hold per-step means "
+                  "without intervals.", ""]
         for profile in profiles:
             shown = _display(frame[frame["noise"] == profile])
             if len(profiles) > 1:
@@ -198,17 +210,23 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     out["curves"] = _png(fig)
     calibrated = [s for s in submissions if s["diagnostics"].get("coverage_ref") is not None]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for s in calibrated:
-        nominal, alpha, c = 1 - s["config"]["alpha_a"], s["config"]["alpha"], colour[s["agent"]]
-        left.scatter([nominal], [s["diagnostics"]["coverage_ref"]], marker="o", color=c, label=f"{s['agent']} (ref)")
-        left.scatter([nominal], [s["diagnostics"].get("coverage_true") or 0], marker="x", color=c,
-                     label=f"{s['agent']} (true)")
-        right.scatter([alpha], [s["diagnostics"].get("reversal_ref") or 0], marker="o", color=c)
-        right.scatter([alpha], [s["diagnostics"].get("reversal_true") or 0], marker="x", color=c)
+    for k, s in enumerate(calibrated):
+        d, c, shift = s["diagnostics"], colour[s["agent"]], 0.006 * (k % 9 - 4)  # offsets keep the bars apart
+        label = f"{s['agent']}, {s['suite']['noise']}"
+        for ax, x, rate, marker, seen in ((left, 1 - s["config"]["alpha_a"], "coverage_ref", "o", "ref"),
+                                          (left, 1 - s["config"]["alpha_a"], "coverage_true", "x", "true"),
+                                          (right, s["config"]["alpha"], "reversal_ref", "o", None),
+                                          (right, s["config"]["alpha"], "reversal_true", "x", None)):
+            value, low, high = d.get(rate), d.get(f"{rate}_low"), d.get(f"{rate}_high")
+            if value is None:
+                continue
+            bars = None if low is None else [[value - low], [high - value]]  # Clopper–Pearson 95% (schema 2)
+            ax.errorbar([x + shift], [value], yerr=bars, fmt=marker, color=c, capsize=2,
+                        label=f"{label} ({seen})" if seen else None)
     left.plot([0, 1], [0, 1], "k--", lw=1)
-    left.set(xlabel="1 − α_a", ylabel="coverage of C", title="Coverage calibration", xlim=(0, 1), ylim=(0, 1))
+    left.set(xlabel="1 − α_a", ylabel="coverage of C", title="Coverage of C (pooled, 95% Clopper–Pearson)", xlim=(0, 1), ylim=(0, 1))
     right.plot([0, 0.5], [0, 0.5], "k--", lw=1)
-    right.set(xlabel="α", ylabel="reversal rate of accepted groups", title="Risk vs α", xlim=(0, 0.5), ylim=(0, 0.5))
+    right.set(xlabel="α", ylabel="reversal rate of accepted groups", title="Reversal risk vs α (pooled, 95% Clopper–Pearson)", xlim=(0, 0.5), ylim=(0, 0.5))
     if calibrated:  # one legend for both panels: the same agents, colours and markers
         right.legend(*left.get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
