@@ -418,8 +418,8 @@ def test_a_training_steps_audits_join_the_window_after_its_decision(small_policy
 @pytest.mark.parametrize("seed", range(4))
 def test_an_update_from_gradients_takes_groups_with_invalid_grades_and_refuses_a_missing_row(small_policy, seed):
     """Responses with an invalid grade have no gradient row (they are outside the set) and zero
-    coefficients: the fused step must take the other rows of their groups, whatever the rounding of
-    the loss's gradients; an accepted response without a row is a bug and is refused."""
+    coefficients: the fused step must take the other rows of their groups; an accepted response
+    without a row is a bug and is refused. (Exactness under rounding: the test below.)"""
     config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "groups_per_step": 6,
                                         "seed": seed})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
