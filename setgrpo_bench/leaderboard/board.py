@@ -191,21 +191,36 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     """Base64 PNGs: macro with CI bars, learning curves, coverage calibration, risk vs α."""
     out = {}
     colour = _colours(submissions)
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(frame) + 1.2))
-    y = range(len(frame))[::-1]
-    ax.errorbar(frame["macro"], list(y), xerr=[frame["macro"] - frame["ci_low"], frame["ci_high"] - frame["macro"]],
-                fmt="o", capsize=3)
-    ax.set_yticks(list(y), [f"{a}{' (oracle)' if o else ''}" for a, o in zip(frame["agent"], frame["oracle"])])
-    ax.set(xlabel="macro true score (95% CI)", title="Macro true score by agent")
+    profiles = sorted(set(frame["noise"]), key=noise_order)
+    heights = [int((frame["noise"] == p).sum()) for p in profiles]
+    fig, axes = plt.subplots(len(profiles), 1, figsize=(7, 0.45 * len(frame) + 1.0 * len(profiles) + 0.4),
+                             sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})
+    for ax, profile in zip(axes[:, 0], profiles):  # one panel per training judge: an agent appears once in each
+        rows = frame[frame["noise"] == profile]
+        y = list(range(len(rows)))[::-1]
+        ax.errorbar(rows["macro"], y, xerr=[rows["macro"] - rows["ci_low"], rows["ci_high"] - rows["macro"]],
+                    fmt="o", capsize=3)
+        ax.set_yticks(y, [f"{a}{' (oracle)' if o else ''}" for a, o in zip(rows["agent"], rows["oracle"])])
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_title(f"judge profile {profile}", fontsize=10)
+    axes[-1, 0].set_xlabel("macro true score (95% CI)")
+    fig.suptitle("Macro true score by agent")
     fig.tight_layout()
     out["macro"] = _png(fig)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    for s in submissions:  # moving mean over 5 steps: one step's batch is 16 prompts
-        values = pd.Series(s["curves"]["true_score"]).rolling(5, min_periods=1).mean()
-        ax.plot(s["curves"]["step"], values, label=s["agent"], color=colour[s["agent"]], alpha=0.9)
-    ax.set(xlabel="step", ylabel="train true score (5-step mean)",
-           title="Learning curves (mean over seeds)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    columns = min(2, len(profiles))
+    grid = -(-len(profiles) // columns)
+    fig, axes = plt.subplots(grid, columns, figsize=(6 * columns + 2, 3.6 * grid), sharey=True, squeeze=False)
+    for ax, profile in zip(axes.flat, profiles):
+        for s in submissions:  # moving mean over 5 steps: one step's batch is 16 prompts
+            if s["suite"]["noise"] == profile:
+                values = pd.Series(s["curves"]["true_score"]).rolling(5, min_periods=1).mean()
+                ax.plot(s["curves"]["step"], values, label=s["agent"], color=colour[s["agent"]], alpha=0.9)
+        ax.set(xlabel="step", ylabel="train true score (5-step mean)", title=f"judge profile {profile}")
+    for ax in axes.flat[len(profiles):]:
+        ax.set_visible(False)
+    labels = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(labels.values(), labels.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.suptitle("Learning curves (mean over seeds)")
     fig.tight_layout()
     out["curves"] = _png(fig)
     calibrated = [s for s in submissions if s["diagnostics"].get("coverage_ref") is not None]
@@ -231,7 +246,6 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
         right.legend(*left.get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out["calibration"] = _png(fig)
-    profiles = sorted(set(frame["noise"]), key=noise_order)
     if len(profiles) > 1:
         out["robustness"] = robustness_plot(frame, profiles, colour)
     return out
