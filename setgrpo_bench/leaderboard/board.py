@@ -223,27 +223,29 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     fig.suptitle("Learning curves (mean over seeds)")
     fig.tight_layout()
     out["curves"] = _png(fig)
-    calibrated = [s for s in submissions if s["diagnostics"].get("coverage_ref") is not None]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for k, s in enumerate(calibrated):
-        d, c, shift = s["diagnostics"], colour[s["agent"]], 0.006 * (k % 9 - 4)  # offsets keep the bars apart
-        label = f"{s['agent']}, {s['suite']['noise']}"
-        for ax, x, rate, marker, seen in ((left, 1 - s["config"]["alpha_a"], "coverage_ref", "o", "ref"),
-                                          (left, 1 - s["config"]["alpha_a"], "coverage_true", "x", "true"),
-                                          (right, s["config"]["alpha"], "reversal_ref", "o", None),
-                                          (right, s["config"]["alpha"], "reversal_true", "x", None)):
-            value, low, high = d.get(rate), d.get(f"{rate}_low"), d.get(f"{rate}_high")
-            if value is None:
-                continue
-            bars = None if low is None else [[value - low], [high - value]]  # Clopper–Pearson 95% (schema 2)
-            ax.errorbar([x + shift], [value], yerr=bars, fmt=marker, color=c, capsize=2,
-                        label=f"{label} ({seen})" if seen else None)
-    left.plot([0, 1], [0, 1], "k--", lw=1)
-    left.set(xlabel="1 − α_a", ylabel="coverage of C", title="Coverage of C (pooled, 95% Clopper–Pearson)", xlim=(0, 1), ylim=(0, 1))
-    right.plot([0, 0.5], [0, 0.5], "k--", lw=1)
-    right.set(xlabel="α", ylabel="reversal rate of accepted groups", title="Reversal risk vs α (pooled, 95% Clopper–Pearson)", xlim=(0, 0.5), ylim=(0, 0.5))
-    if calibrated:  # one legend for both panels: the same agents, colours and markers
-        right.legend(*left.get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    calibrated = sorted((s for s in submissions if s["diagnostics"].get("coverage_ref") is not None),
+                        key=lambda s: (noise_order(s["suite"]["noise"]), s["agent"]))
+    fig, (left, right) = plt.subplots(2, 1, figsize=(max(7.0, 0.55 * len(calibrated) + 3), 7), sharex=True)
+    for k, s in enumerate(calibrated):  # one column per (agent, profile); its nominal level as a short bar
+        d = s["diagnostics"]
+        for ax, nominal, rates in ((left, 1 - s["config"]["alpha_a"], ("coverage_ref", "coverage_true")),
+                                   (right, s["config"]["alpha"], ("reversal_ref", "reversal_true"))):
+            ax.hlines(nominal, k - 0.4, k + 0.4, colors="k", linestyles="--", lw=1,
+                      label="nominal (1 − α_a, α)" if k == 0 else None)
+            for rate, marker, shift, seen in ((rates[0], "o", -0.12, "w.r.t. reference"), (rates[1], "x", 0.12, "w.r.t. true score")):
+                value, low, high = d.get(rate), d.get(f"{rate}_low"), d.get(f"{rate}_high")
+                if value is None:
+                    continue
+                bars = None if low is None else [[value - low], [high - value]]  # Clopper–Pearson 95% (schema 2)
+                ax.errorbar([k + shift], [value], yerr=bars, fmt=marker, color="C0" if marker == "o" else "C3",
+                            capsize=2, label=seen if k == 0 else None)
+    left.set(ylabel="coverage of C", title="Coverage of C (pooled over seeds, 95% Clopper–Pearson)", ylim=(0, 1))
+    right.set(ylabel="reversal rate of accepted groups",
+              title="Reversal risk of accepted groups (pooled, 95% Clopper–Pearson)", ylim=(0, 0.5))
+    right.set_xticks(range(len(calibrated)), [f"{s['agent']} ({s['suite']['noise']})" for s in calibrated],
+                     rotation=40, ha="right", fontsize=7)
+    if calibrated:  # one legend for both panels: the same markers
+        left.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out["calibration"] = _png(fig)
     if len(profiles) > 1:
