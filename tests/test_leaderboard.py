@@ -217,3 +217,12 @@ def test_pooled_rates_show_their_clopper_pearson_interval_and_old_ones_do_not():
     frame = pd.DataFrame({"coverage_ref": [0.492, 0.47, None], "coverage_ref_low": [0.4712, None, None],
                           "coverage_ref_high": [0.5153, None, None]})
     assert _rate(frame, "coverage_ref") == ["0.492 [0.47, 0.52]", "0.470", "—"]
+
+
+def test_versus_baseline_is_the_difference_to_grpo_in_standard_errors_of_the_difference():
+    from setgrpo_bench.leaderboard.board import versus_baseline
+
+    frame = pd.DataFrame({"agent": ["grpo_oracle", "setgrpo", "grpo"], "oracle": [True, False, False],
+                          "macro": [0.61, 0.48, 0.52], "macro_se": [0.005, 0.008, 0.006]})
+    assert versus_baseline(frame) == ["+0.090 (+11.5 SE)", "-0.040 (-4.0 SE)", "—"]  # 0.04 / √(0.008² + 0.006²) = 4
+    assert versus_baseline(frame[frame["agent"] != "grpo"]) == ["—", "—"]  # no GRPO under this judge: nothing to compare

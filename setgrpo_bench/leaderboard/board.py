@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import __version__  # noqa: E402
@@ -114,14 +115,30 @@ def _domains(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if c not in fixed]
 
 
+BASELINE = "grpo"
+"""The agent every other is compared with under the same judge profile."""
+
+
+def versus_baseline(frame: pd.DataFrame) -> list[str]:
+    """Each row's macro minus the baseline's (one judge profile's rows), in SEs of the difference
+    √(SE² + SE_grpo²): the number that says whether an agent beats GRPO, not only where it ranks."""
+    base = frame[(frame["agent"] == BASELINE) & ~frame["oracle"].astype(bool)]
+    if base.empty:
+        return ["—"] * len(frame)
+    m0, se0 = float(base["macro"].iloc[0]), float(base["macro_se"].iloc[0])
+    return ["—" if a == BASELINE and not o else f"{m - m0:+.3f} ({(m - m0) / np.hypot(se, se0):+.1f} SE)"
+            for a, o, m, se in zip(frame["agent"], frame["oracle"], frame["macro"], frame["macro_se"])]
+
+
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
-    """The table as shown: formatted strings, oracle rows marked."""
+    """The table as shown (one judge profile's rows): formatted strings, oracle rows marked."""
     shown = pd.DataFrame({
         "rank": frame["rank"],
         "agent": [f"{a} (oracle, unranked)" if o else a for a, o in zip(frame["agent"], frame["oracle"])],
         **{d: frame[d].map(_fmt) for d in _domains(frame)},
         "macro ± SE [95% CI]": [f"{m:.3f} ± {se:.3f} [{lo:.3f}, {hi:.3f}]"
                                 for m, se, lo, hi in zip(frame["macro"], frame["macro_se"], frame["ci_low"], frame["ci_high"])],
+        f"vs {BASELINE}": versus_baseline(frame),
         "before training": frame["initial"].map(_fmt),
         "coverage ref / true": [f"{r} / {t}" for r, t in zip(_rate(frame, "coverage_ref"), _rate(frame, "coverage_true"))],
         "risk ref / true": [f"{r} / {t}" for r, t in zip(_rate(frame, "risk_ref"), _rate(frame, "risk_true"))],
@@ -140,7 +157,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         profiles = sorted(set(frame["noise"]), key=noise_order)
         lines += [f"Held-out true rubric score on the eval splits, one table per training judge profile "
                   f"({', '.join(profiles)}); macro = unweighted mean over benchmarks, SE across seeds = "
-                  "√(Σ se_k²)/K, CI by bootstrap over seeds. Coverage and risk are SetGRPO's rates w.r.t. the "
+                  "√(Σ se_k²)/K, CI by bootstrap over seeds; vs grpo = the difference to GRPO under the same judge, "
+                  "in SEs of the difference √(SE² + SE_grpo²). Coverage and risk are SetGRPO's rates w.r.t. the "
                   "reference grader and the true score, pooled over the groups of every seed, with exact "
                   "(Clopper–Pearson) 95% intervals; submissions of schema version 1 hold per-step means "
                   "without intervals.", ""]
