@@ -143,7 +143,8 @@ def test_every_agent_preset_trains_one_step(agent, small_policy, tmp_path):
 
 def test_the_oracle_trains_exactly_as_grpo_under_the_exact_judge(small_policy, tmp_path):
     """The oracle's rewards are the true scores; so are the `clean` judge's: the two runs train the same
-    policy step for step (their held-out true scores are equal; only the judge's eval scores differ)."""
+    policy step for step (their held-out true scores are equal; only the judge's eval scores differ).
+    The oracle's policy is the same under every judge profile, so the board runs it under one."""
     base = dict(policy=small_policy, envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2,
                 group_size=3, eval_instances=2, max_new_tokens=8)
     oracle = run(resolve_config("grpo_oracle", {**base, "noise": "realistic"}), tmp_path / "oracle")
@@ -153,5 +154,8 @@ def test_the_oracle_trains_exactly_as_grpo_under_the_exact_judge(small_policy, t
     weights = [(tmp_path / name / "checkpoints" / "step_000002" / "model.safetensors").read_bytes()
                for name in ("oracle", "clean")]
     assert weights[0] == weights[1]
+    harsh = run(resolve_config("grpo_oracle", {**base, "noise": "harsh"}), tmp_path / "harsh")
+    assert (tmp_path / "harsh" / "checkpoints" / "step_000002" / "model.safetensors").read_bytes() == weights[0]
+    assert harsh["final"]["macro_true_score"] == oracle["final"]["macro_true_score"]
     noisy = run(resolve_config("grpo", {**base, "noise": "realistic"}), tmp_path / "noisy")
     assert (tmp_path / "noisy" / "checkpoints" / "step_000002" / "model.safetensors").read_bytes() != weights[0]

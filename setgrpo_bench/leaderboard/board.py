@@ -44,14 +44,16 @@ def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str,
     return accepted, rejected
 
 
-CORE_AGENTS = ("grpo", "setgrpo", "dr_grpo", "dapo", "grpo_kavg", "setgrpo-no-gate", "grpo_oracle")
-"""The agents the board runs under every judge profile of its protocol (the others: under `realistic`)."""
+CORE_AGENTS = ("grpo", "setgrpo", "dr_grpo", "dapo", "grpo_kavg", "setgrpo-no-gate")
+"""The agents the board runs under every judge profile of its protocol (the others: under `realistic`).
+The oracle is not among them: it trains on the true score, so its policy is the same under every judge
+(a test checks it), and its run under the main profile is the ceiling for all of them."""
 
 
 def missing_cells(frame: pd.DataFrame, presets: list[str], profiles: list[str], *, main: str = "realistic",
                   seeds_main: int = 5, seeds_other: int = 3) -> list[str]:
-    """What a complete board lacks: every preset with ``seeds_main`` seeds under the ``main`` profile,
-    and every core agent with ``seeds_other`` seeds under every other profile (empty when complete)."""
+    """What a complete board lacks: every preset (the oracle included) with ``seeds_main`` seeds under the
+    ``main`` profile, and every core agent with ``seeds_other`` seeds under every other profile (empty when complete)."""
     have = {(a, n): k for a, n, k in zip(frame["agent"], frame["noise"], frame["seeds"])} if not frame.empty else {}
     wanted = [(a, main, seeds_main) for a in presets] + [
         (a, n, seeds_other) for n in profiles if n != main for a in CORE_AGENTS if a in presets]
