@@ -279,6 +279,11 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
     x = {p: i for i, p in enumerate(profiles)}
     for k, (agent, rows) in enumerate(frame.groupby("agent", sort=True)):
         rows = rows.sort_values("noise", key=lambda n: n.map(noise_order))
+        if rows["oracle"].all():  # trained on the true score: one policy whatever the judge, a ceiling line
+            top = rows.iloc[0]
+            ax.axhline(top["macro"], color=colour.get(agent), ls="--", lw=1, label=f"{agent} (oracle, any judge)")
+            ax.axhspan(top["ci_low"], top["ci_high"], color=colour.get(agent), alpha=0.15, lw=0)
+            continue
         xs = [x[n] + 0.02 * (k % 9 - 4) for n in rows["noise"]]  # small offsets keep the bars apart
         ax.errorbar(xs, rows["macro"], yerr=[rows["macro"] - rows["ci_low"], rows["ci_high"] - rows["macro"]],
                     fmt="o-", capsize=3, color=colour.get(agent), label=f"{agent}{' (oracle)' if rows['oracle'].any() else ''}")
