@@ -187,18 +187,18 @@ def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monke
 
 
 def test_shipped_board_is_valid_complete_and_up_to_date(tmp_path):
-    """The committed board: every file accepted on the current suite, every preset with ≥ 5 seeds, and its
-    README what ``leaderboard build`` writes from those files (a change to the suite invalidates it here)."""
+    """The committed board: every file accepted on the current suite and made under the board protocol,
+    complete for it (every preset × 5 seeds under realistic, the core agents × 3 under every other judge
+    profile), and its README what ``leaderboard build`` writes from those files (a change to the suite
+    invalidates it here)."""
     shipped = Path(__file__).resolve().parents[1] / "leaderboard"
     shutil.copytree(shipped / "results", tmp_path / "results")
     frame, rejected = build_board(tmp_path)
     assert rejected == []
     submissions, _ = load_board(tmp_path)
-    if all(s["schema_version"] == 1 for s in submissions):  # the first version's board (realistic only)
-        assert missing_cells(frame, sorted(preset_paths()), ["realistic"]) == []
-    else:  # a protocol board: every preset × 5 seeds under realistic, the core agents × 3 under the others
-        assert {s["protocol"]["id"] for s in submissions} == {load_protocol("board-v1").id}
-        assert missing_cells(frame, sorted(preset_paths()), list(load_protocol("board-v1").noise)) == []
+    protocol = load_protocol("board-v1")
+    assert {s["protocol"]["id"] for s in submissions} == {protocol.id}
+    assert missing_cells(frame, sorted(preset_paths()), list(protocol.noise)) == []
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == (shipped / "README.md").read_text(encoding="utf-8")
 
 
