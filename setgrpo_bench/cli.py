@@ -14,7 +14,8 @@ from rich.table import Table
 from .catalog import add_catalog
 from .envs import load_env_benchmark, register_catalog, registered_env_ids
 from .errors import SetgrpoBenchError
-from .tasks.benchmark import SPLITS, validate_benchmark
+from .tasks.benchmark import SPLITS
+from .tasks.loading import validate_benchmark
 
 console = Console(soft_wrap=True)  # messages stay whole lines when piped or in a narrow terminal
 

@@ -117,7 +117,7 @@ SPEC = textwrap.dedent(
 
 
 def test_register_env_from_python():
-    from setgrpo_bench.tasks.benchmark import ProceduralBenchmark
+    from setgrpo_bench.tasks.procedural import ProceduralBenchmark
     import yaml
 
     bench = ProceduralBenchmark(yaml.safe_load(SPEC.format(name="PyKitchen")))

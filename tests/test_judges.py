@@ -14,7 +14,7 @@ from setgrpo_bench.graders.llm_judge import LLMJudgeGrader, load_judge_profile, 
 from setgrpo_bench.judges import TransformersJudge
 from setgrpo_bench.judges.serve import _Handler, make_server
 from setgrpo_bench.harness import run
-from setgrpo_bench.tasks.benchmark import task_from_line
+from setgrpo_bench.tasks.task_files import task_from_line
 from setgrpo_bench.tasks.scoring import rubric_score
 
 from conftest import binomial_ok

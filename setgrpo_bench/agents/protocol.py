@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..catalog import catalog_files
 from ..errors import SpecError, UnknownNameError
-from ..tasks.benchmark import stable_hash
+from ..hashing import stable_hash
 from ..tasks.yamlio import line_of, load_yaml
 
 PROTOCOL_SETTINGS = ("steps", "groups_per_step", "group_size", "mu", "eval_instances")

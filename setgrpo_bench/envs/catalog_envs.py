@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ..catalog import catalog_files, catalog_roots
 from ..errors import UnknownNameError
-from ..tasks.benchmark import Benchmark, load_benchmark
+from ..tasks.benchmark import Benchmark
+from ..tasks.loading import load_benchmark
 from ..tasks.yamlio import load_yaml
 
 _registered: dict[str, Benchmark] = {}

@@ -19,7 +19,7 @@ from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
 from ..policy import load_policy
 from ..policy.tiny import cache_root
-from ..tasks.benchmark import stable_hash
+from ..hashing import stable_hash
 from .allocator import keep_freed_memory
 from .evaluate import evaluate
 from .pooled import summarise_diagnostics

@@ -17,7 +17,7 @@ from ..graders import load_profile
 from ..graders.endpoint import EndpointJudge, endpoint_base
 from ..graders.llm_judge import LLMJudgeGrader, load_judge_profile
 from ..judges import TransformersJudge, judge_identity
-from ..tasks.benchmark import stable_hash
+from ..hashing import stable_hash
 
 
 def env_names(spec: str) -> list[str]:

@@ -20,7 +20,7 @@ from ..harness.pooled import pool_seeds
 from ..harness.rundir import read_json
 from ..harness.suite import SUITE_FIELDS, suite_fingerprint
 from ..policy import policy_fingerprint, policy_path
-from ..tasks.benchmark import stable_hash
+from ..hashing import stable_hash
 from .aggregate import aggregate_seeds
 
 SCHEMA_VERSION = 2

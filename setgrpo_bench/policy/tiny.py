@@ -23,7 +23,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ..catalog import builtin_root
 from ..envs import benchmark_paths, load_env_benchmark
-from ..tasks.benchmark import stable_hash
+from ..hashing import stable_hash
 from .model import RESPONSE_MARKER
 
 CACHE_ENV = "SETGRPO_BENCH_CACHE"
