@@ -35,7 +35,8 @@ def _trainer(agent: str) -> Trainer:
     config = resolve_config(agent, {"noise": "realistic"})
     torch.manual_seed(0)
     trainer = Trainer(config, load_policy("tiny"), make_envs(config))
-    trainer.step()  # warm up (and SetGRPO's calibration window)
+    trainer.warm_up()  # SetGRPO's calibration window
+    trainer.step()  # warm caches
     return trainer
 
 
@@ -73,7 +74,7 @@ def test_training_step(benchmark, agent):
 def test_gram_matrices(benchmark):
     """K of all 16 groups from one backward pass (the part of SetGRPO's step GRPO does not have)."""
     trainer = _trainer("setgrpo")
-    batch = trainer.collect(16)
+    batch = trainer.collector.collect(16)
     needs = trainer.agent.needs(batch.groups, np.random.default_rng(0), warmup=True)
     benchmark.pedantic(trainer.geometry_of, args=(batch.groups, needs), kwargs={"keep_gradients": True},
                        rounds=4, warmup_rounds=1)

@@ -43,6 +43,7 @@ class StepTimer(TrainerCallback):
 def ours(config, steps: int) -> list[float]:
     torch.manual_seed(0)
     trainer = Trainer(config, load_policy("tiny"), make_envs(config))
+    trainer.warm_up()
     times = []
     for _ in range(steps + 1):
         start = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,7 +68,8 @@ def _envs_validate(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace):
-    from .agents.config import FIELDS, resolve_config
+    from .agents.config import FIELDS
+    from .agents.presets import resolve_config
 
     overrides = {name: getattr(args, name) for name in FIELDS if name != "agent" and getattr(args, name, None) is not None}
     if getattr(args, "suite", None):
@@ -86,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .harness.run import evaluate_policy
+    from .harness.runner import evaluate_policy
 
     config = _config(args)
     out = args.out or f"runs/evaluate-{Path(str(config.rollout.policy)).name}-seed{config.run.seed}"
@@ -150,8 +152,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from .leaderboard import board_frame, build_board, load_board
-    from .leaderboard.board import _display, _fmt, noise_order
+    from .leaderboard import board_frame, build_board, load_board, noise_order, summary_frame
 
     if args.action == "build":
         frame, rejected = build_board(args.board)
@@ -161,18 +162,12 @@ def _leaderboard(args: argparse.Namespace) -> int:
         frame = board_frame(submissions)
     if args.action == "show" and not frame.empty:
         for profile in sorted(set(frame["noise"]), key=noise_order):
-            part = frame[frame["noise"] == profile]
-            shown = _display(part)[["rank", "agent"]]
-            shown["agent"] = [f"{a}*" if o else a for a, o in zip(part["agent"], part["oracle"])]
-            shown["macro ± SE"] = [f"{m:.3f} ± {se:.3f}" for m, se in zip(part["macro"], part["macro_se"])]
-            shown["cover r/t"] = [f"{_fmt(r, 2)}/{_fmt(t, 2)}" for r, t in zip(part["coverage_ref"], part["coverage_true"])]
-            shown["risk r/t"] = [f"{_fmt(r, 2)}/{_fmt(t, 2)}" for r, t in zip(part["risk_ref"], part["risk_true"])]
-            table = Table(title=f"{args.board}: {profile} judge ({len(part)} submissions)",
+            shown = summary_frame(frame[frame["noise"] == profile])
+            table = Table(title=f"{args.board}: {profile} judge ({len(shown)} submissions)",
                           caption="* oracle: trained on the true score, unranked; cover/risk: SetGRPO's coverage and "
                                   "reversal rate w.r.t. the reference / the true score; more in README.md")
             for column in shown.columns:  # agent names and scores are never cut; the other columns wrap
-                table.add_column(column, justify="left" if column == "agent" else "right",
-                                 no_wrap=True)
+                table.add_column(column, justify="left" if column == "agent" else "right", no_wrap=True)
             for row in shown.astype(str).values.tolist():
                 table.add_row(*row)
             Console(soft_wrap=False).print(table)
@@ -211,7 +206,8 @@ def _add_overrides(parser: argparse.ArgumentParser, agent: str) -> None:
     """One flag per config field, grouped by component; the defaults shown are those of ``agent``."""
     from dataclasses import fields
 
-    from .agents.config import GROUPS, load_preset
+    from .agents.config import GROUPS
+    from .agents.presets import load_preset
 
     try:
         preset = load_preset(agent)
@@ -227,7 +223,7 @@ def _add_overrides(parser: argparse.ArgumentParser, agent: str) -> None:
 
 
 def _agents_help(default: str) -> str:
-    from .agents.config import preset_paths
+    from .agents.presets import preset_paths
 
     return f"agent preset, one of: {', '.join(sorted(preset_paths()))} (default {default})"
 
@@ -259,10 +255,11 @@ def _add_diagnose_parser(commands: argparse._SubParsersAction, agent: str) -> No
 
 
 def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
+    from .agents.presets import preset_paths
+
     parser = commands.add_parser("sweep", help="run every (agent, judge profile, seed), resumable, in parallel processes",
                                  parents=[_catalog_flag()])
-    parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: "
-                        + ", ".join(sorted(__import__("setgrpo_bench.agents.config", fromlist=["x"]).preset_paths())))
+    parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: " + ", ".join(sorted(preset_paths())))
     parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
     parser.add_argument("--jobs", type=int, default=1, help="local backend: runs at once (each gets cores / jobs threads)")
     parser.add_argument("--backend", choices=["local", "ray"], default="local",
@@ -294,7 +291,8 @@ def _add_board_parsers(commands: argparse._SubParsersAction) -> None:
 
 
 def _build_policy(args: argparse.Namespace) -> int:
-    from .policy.tiny import SHIPPED, TinyConfig, build_key, build_tiny
+    from .policy.embedded import SHIPPED, TinyConfig, build_key
+    from .policy.tiny import build_tiny
 
     out = build_tiny(TinyConfig(), force=True, out=args.out or SHIPPED)
     console.print(f"built the embedded policy in {out} (key {build_key()[:16]})")
@@ -362,10 +360,10 @@ def build_parser(agent: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    # read by transformers and huggingface_hub when a command first imports them (not before: ``--help``
+    # and the light commands never import transformers)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     argv = sys.argv[1:] if argv is None else list(argv)
     early = _early(argv)
     try:

@@ -4,7 +4,8 @@ from scipy.stats import binom
 
 import setgrpo_bench  # noqa: F401  (registers the built-in environments)
 from setgrpo_bench.envs import load_env_benchmark, registered_env_ids
-from setgrpo_bench.policy.tiny import CACHE_ENV, TinyConfig, build_tiny
+from setgrpo_bench.policy.embedded import CACHE_ENV, TinyConfig
+from setgrpo_bench.policy.tiny import build_tiny
 
 # a test-sized embedded policy, built from scratch by the same code as the real one
 SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per_benchmark=4,

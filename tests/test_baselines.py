@@ -8,7 +8,8 @@ import pytest
 
 from setgrpo_bench.agents import Groups, RuleAgent, resolve_config
 from setgrpo_bench.agents import coefficients as co
-from setgrpo_bench.agents.config import budget_matched_repeats, load_preset, preset_paths
+from setgrpo_bench.agents.budget import budget_matched_repeats
+from setgrpo_bench.agents.presets import load_preset, preset_paths
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.suite import make_envs
 from setgrpo_bench.harness.trainer import Trainer
@@ -123,7 +124,7 @@ def test_budget_matched_repeats_and_fractional_schedule(small_policy):
     assert resolve_config("grpo_kavg").grading.judge_repeats == pytest.approx(budget_matched_repeats(expert))
     config = resolve_config("grpo_kavg", {"policy": small_policy, "judge_repeats": 2.3, "envs": "MedicationGuide"})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
-    repeats = [trainer._repeats() for _ in range(97)]
+    repeats = [trainer.collector._repeats() for _ in range(97)]
     assert set(repeats) == {2, 3} and sum(repeats) == math.floor(97 * 2.3)
     assert all(abs(sum(repeats[:n]) - 2.3 * n) < 1 for n in range(1, 98))  # within one group at all times
 

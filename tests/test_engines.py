@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from setgrpo_bench.agents import resolve_config
-from setgrpo_bench.agents.objective import grpo_loss
 from setgrpo_bench.errors import ConfigError
+from setgrpo_bench.harness.objective import grpo_loss
 from setgrpo_bench.harness.suite import make_envs
 from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
@@ -84,8 +84,10 @@ def test_trainer_corrects_for_an_engine_that_samples_elsewhere(small_policy):
     config = resolve_config("grpo", {"policy": small_policy, "envs": "MedicationGuide", "groups_per_step": 4,
                                      "group_size": 4, "max_new_tokens": 12, "noise": "realistic"})
     torch.manual_seed(0)
-    trainer = Trainer(config, load_policy(small_policy), make_envs(config))
-    trainer.engine = _ElsewhereEngine(trainer.policy, trainer.engine.config)
+    policy = load_policy(small_policy)
+    engine = _ElsewhereEngine(policy, GenerationConfig(max_new_tokens=12))
+    trainer = Trainer(config, policy, make_envs(config), engine=engine)
+    trainer.warm_up()
     metrics = trainer.step()
     assert metrics["accepted_groups"] > 0
     # the trainer's own π_old is used: the ratio starts at 1, not at e^0.3, and the weights were pushed

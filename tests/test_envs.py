@@ -117,8 +117,9 @@ SPEC = textwrap.dedent(
 
 
 def test_register_env_from_python():
-    from setgrpo_bench.tasks.procedural import ProceduralBenchmark
     import yaml
+
+    from setgrpo_bench.tasks.procedural import ProceduralBenchmark
 
     bench = ProceduralBenchmark(yaml.safe_load(SPEC.format(name="PyKitchen")))
     env_id = setgrpo_bench.register_env(bench, grader="clean")

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from conftest import binomial_ok
+
 from setgrpo_bench.errors import SpecError, UnknownNameError
 from setgrpo_bench.graders import NoiseProfile, RubricGrader, load_profile, make_reference, profile_names
 from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from setgrpo_bench.agents import grpo_coefficients, group_coefficients
-from setgrpo_bench.agents.objective import grpo_loss
+from setgrpo_bench.agents import group_coefficients, grpo_coefficients
 from setgrpo_bench.errors import UnknownNameError
+from setgrpo_bench.harness.objective import grpo_loss
 
 
 def test_grpo_coefficients_by_hand():
@@ -138,13 +138,13 @@ def test_micro_batched_update_equals_the_whole_batch(small_policy, overrides):
     steps = []
     for update_batch in (3, 1000):
         trainer = Trainer(config.replace(update_batch=update_batch), load_policy(small_policy), make_envs(config))
-        trainer.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
-        batch = trainer.collect(4) if not steps else batch  # noqa: F821 (the first pass sets it)
+        trainer.update.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
+        batch = trainer.collector.collect(4) if not steps else batch  # noqa: F821 (the first pass sets it)
         rng = np.random.default_rng(0)
         accepted = rng.random((4, 4)) < 0.7
         decision = Decision(rng.normal(size=(4, 4)), accepted)
         before = [p.detach().clone() for p in trainer.policy.model.parameters()]
-        stats = trainer.optimise(batch.groups.rollout, decision)
+        stats = trainer.update(batch.groups.rollout, decision)
         steps.append((torch.cat([(p.detach() - b).reshape(-1) for p, b in zip(trainer.policy.model.parameters(), before)]),
                       stats))
     (micro, micro_stats), (whole, whole_stats) = steps

@@ -7,17 +7,16 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import binomial_ok
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.graders.endpoint import EndpointJudge, JudgeEndpointError
 from setgrpo_bench.graders.llm_judge import LLMJudgeGrader, load_judge_profile, parse_verdict, tempered
+from setgrpo_bench.harness import run
 from setgrpo_bench.judges import TransformersJudge
 from setgrpo_bench.judges.serve import _Handler, make_server
-from setgrpo_bench.harness import run
-from setgrpo_bench.tasks.task_files import task_from_line
 from setgrpo_bench.tasks.scoring import rubric_score
-
-from conftest import binomial_ok
+from setgrpo_bench.tasks.task_files import task_from_line
 
 PROFILE = load_judge_profile("judge-default")
 

@@ -2,6 +2,8 @@
 goes to the same subpackage or a lower layer, and no modules import each other in a cycle."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 import setgrpo_bench
 
 PACKAGE = Path(setgrpo_bench.__file__).parent
-LAYERS = ["errors", "catalog", "tasks", "graders", "envs", "policy", "judges", "agents", "harness", "integrations",
+LAYERS = ["errors", "hashing", "lazy", "catalog", "tasks", "graders", "envs", "policy", "judges", "agents", "harness", "integrations",
           "leaderboard", "cli", "__main__"]
 """Lowest first. ``judges`` (LLM judge backends that load a model) sits above ``policy``."""
 
@@ -85,6 +87,24 @@ def test_no_import_cycles():
             visit(module)
 
 
+def _third_party(path: Path) -> set[str]:
+    """Top-level names of the non-package modules ``path`` imports (anywhere in the file)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out - {"setgrpo_bench"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) == "agents"))
+def test_agents_touch_no_model(module):
+    """An agent decides from arrays: nothing in ``agents`` imports torch or transformers (the geometry,
+    the objective and the update are the harness's), so no agent can reach the policy's weights."""
+    assert not _third_party(MODULES[module]) & {"torch", "transformers"}, module
+
+
 def test_the_checker_sees_lazy_relative_imports():
     """The parser resolves a function-level relative import (the kind that hides cycles)."""
     source = "def f():\n    from ..envs import load_env_benchmark\n    from . import engine\n"
@@ -97,3 +117,28 @@ def test_the_checker_sees_lazy_relative_imports():
     finally:
         probe.unlink()
         del MODULES["setgrpo_bench.policy._probe_for_test"]
+
+
+HEAVY = ("torch", "transformers", "matplotlib")
+"""Libraries that take seconds to import; a pure module must not pull them in."""
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"import sys\n{code}\nprint('loaded:', *(m for m in {HEAVY!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return done.stdout.rsplit("loaded:", 1)[1].split()
+
+
+@pytest.mark.parametrize("module", ["setgrpo_bench.harness.pooled", "setgrpo_bench.leaderboard.submission",
+                                    "setgrpo_bench.leaderboard.aggregate", "setgrpo_bench.agents.config",
+                                    "setgrpo_bench.agents.presets", "setgrpo_bench.agents.setgrpo_math"])
+def test_pure_modules_import_no_model_or_plotting_library(module):
+    assert _loaded_after(f"import {module}") == []
+
+
+def test_the_cli_help_imports_no_model_or_plotting_library():
+    """``--help`` (and ``run --help``, which reads the presets) answers without torch (its time is in
+    benchmarks/test_cli_speed.py)."""
+    code = ("from setgrpo_bench.cli import main\nfor argv in (['--help'], ['run', '--agent', 'setgrpo', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass")
+    assert _loaded_after(code) == []

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from setgrpo_bench.agents import resolve_config
-from setgrpo_bench.agents.config import preset_paths
+from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
 from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, load_board, make_submission, publish
-from setgrpo_bench.leaderboard.board import missing_cells
 from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se
+from setgrpo_bench.leaderboard.board import missing_cells
 
 SMALL = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2, group_size=3, eval_instances=2,
              max_new_tokens=8)

@@ -3,17 +3,16 @@
 import json
 
 import pytest
+from conftest import SMALL, Killed, kill_after
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.cli import main
 from setgrpo_bench.errors import ConfigError, UnknownNameError
 from setgrpo_bench.harness import run
-from setgrpo_bench.harness.run import CheckpointError
+from setgrpo_bench.harness.runner import CheckpointError
 from setgrpo_bench.harness.rundir import RunDirError
 from setgrpo_bench.policy import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
-
-from conftest import SMALL, Killed, kill_after
 
 OVERRIDES = dict(envs="MedicationGuide,UnitConversion", steps=3, groups_per_step=2, group_size=3,
                  eval_instances=2, max_new_tokens=12)
@@ -82,10 +81,10 @@ def test_out_dir_with_another_run_is_refused(small_policy, tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(small_policy, tmp_path, monkeypatch):
-    from setgrpo_bench.harness import trainer as trainer_module
     from setgrpo_bench.harness import TrainingStopped
+    from setgrpo_bench.harness import update as update_module
 
-    real = trainer_module.grpo_loss
+    real = update_module.grpo_loss
     calls = {"n": 0}
 
     def poisoned(*args, **kwargs):
@@ -93,10 +92,46 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(small_policy, tmp_path, m
         calls["n"] += 1
         return (loss * float("nan") if calls["n"] >= 2 else loss), stats
 
-    monkeypatch.setattr(trainer_module, "grpo_loss", poisoned)
+    monkeypatch.setattr(update_module, "grpo_loss", poisoned)
     with pytest.raises(TrainingStopped, match=r"step 2: the loss is nan .*last good checkpoint \(step 1\)"):
         run(_config(small_policy, group_size=4, groups_per_step=4), tmp_path / "nan")
     assert (tmp_path / "nan" / "checkpoints" / "latest").read_text() == "step_000001"
+
+
+def test_a_non_finite_gradient_on_setgrpos_fused_path_stops_before_any_weight_is_written(small_policy, tmp_path,
+                                                                                           monkeypatch):
+    """SetGRPO at μ = 1 forms its step from the geometry's per-response gradients, with no backward
+    pass over the model: a NaN there must stop the run before the optimiser steps, leave step 1's
+    checkpoint (finite weights) as the newest, and the run must resume to the end."""
+    import torch
+    from safetensors.torch import load_file
+
+    from setgrpo_bench.harness import TrainingStopped
+    from setgrpo_bench.harness.geometry import Gradients
+
+    config = resolve_config("setgrpo-no-gate", {**OVERRIDES, "policy": small_policy, "groups_per_step": 4,
+                                                "group_size": 4, "warmup_groups": 8, "window": 16,
+                                                "audit_fraction": 0.5, "calibrate": False, "fixed_q": 0.05})
+    real, poison = Gradients.combine, {"on": False, "calls": 0}
+
+    def combine(self, k, weights, step=16):
+        poison["calls"] += poison["on"]
+        out = real(self, k, weights, step)
+        return out * float("nan") if poison["on"] else out
+
+    monkeypatch.setattr(Gradients, "combine", combine)
+    out = tmp_path / "fused"
+    with pytest.raises(TrainingStopped, match=r"step 2: the gradient norm is nan .*last good checkpoint \(step 1\)"):
+        run(config, out, on_step=lambda step, _: poison.update(on=step == 1))
+    assert poison["calls"] > 0, "step 2 must have taken the fused path"
+    assert (out / "checkpoints" / "latest").read_text() == "step_000001"
+    weights = load_file(out / "checkpoints" / "step_000001" / "model.safetensors")
+    assert all(torch.isfinite(w).all() for w in weights.values())
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1]
+    monkeypatch.setattr(Gradients, "combine", real)
+    resumed = run(config, out, resume=True)
+    assert resumed["steps"] == 3 and resumed["final"]["macro_true_score"] == resumed["final"]["macro_true_score"]
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
 @pytest.mark.parametrize(
@@ -234,9 +269,8 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_says_so(interrupted, da
 
 def test_a_run_killed_between_its_first_metrics_line_and_checkpoint_starts_again(interrupted, monkeypatch, capsys):
     """The kill a sweep's retry meets: step 1 logged, its checkpoint not yet written."""
-    import sys
+    from setgrpo_bench.harness import runner as run_module
 
-    run_module = sys.modules["setgrpo_bench.harness.run"]  # (the package's ``run`` names the function)
     config, full, out = interrupted
     window = out.parent / "window"
     with monkeypatch.context() as patch:

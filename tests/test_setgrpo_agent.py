@@ -7,21 +7,21 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import Killed, kill_after
 
 from setgrpo_bench.agents import Decision, Groups, Needs, SetGRPOAgent, TrainConfig, resolve_config
 from setgrpo_bench.agents import setgrpo_math as sm
 from setgrpo_bench.agents.config import parse_geometry
-from setgrpo_bench.agents.geometry import GradientGeometry
-from setgrpo_bench.agents.objective import grpo_loss
 from setgrpo_bench.errors import ConfigError
 from setgrpo_bench.graders import RubricGrader
 from setgrpo_bench.harness import run
+from setgrpo_bench.harness.geometry import GradientGeometry
+from setgrpo_bench.harness.objective import grpo_loss
 from setgrpo_bench.harness.suite import make_envs
-from setgrpo_bench.harness.trainer import Trainer, gradient_outside
+from setgrpo_bench.harness.trainer import Trainer
+from setgrpo_bench.harness.update import gradient_outside
 from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
 from setgrpo_bench.policy.engine import token_logprobs
-
-from conftest import Killed, kill_after
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_the_one_backward_gram_equals_the_torch_func_gram(policy, spec, ghost, m
 
 
 def test_ghost_inner_products_equal_explicit_per_response_gradients():
-    from setgrpo_bench.agents.geometry import _ghost_gram
+    from setgrpo_bench.harness.geometry import _ghost_gram
 
     rng = torch.Generator().manual_seed(0)
     a, g = torch.randn(4, 7, 5, generator=rng), torch.randn(4, 7, 3, generator=rng)
@@ -263,6 +263,7 @@ def test_true_scores_reach_the_update_only_for_the_oracle(small_policy, monkeypa
     def trained():
         torch.manual_seed(0)
         trainer = Trainer(config, load_policy(small_policy), make_envs(config))
+        trainer.warm_up()
         trainer.step()
         return torch.cat([p.detach().reshape(-1) for p in trainer.policy.model.parameters()])
 
@@ -367,20 +368,20 @@ def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_p
     trainers = []
     for _ in range(2):  # plain SGD: the step is the clipped gradient itself (Adam's first step is its sign)
         trainer = Trainer(config, load_policy(small_policy), make_envs(config))
-        trainer.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
+        trainer.update.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
         trainers.append(trainer)
     before = [p.detach().clone() for p in trainers[0].policy.model.parameters()]
     assert trainers[0].update_from_gradients
-    batch = trainers[0].collect(6)
+    batch = trainers[0].collector.collect(6)
     rng = np.random.default_rng(0)
     coefficients = rng.normal(size=batch.groups.rewards.shape)
     accepted = rng.random(batch.groups.rewards.shape[0]) < 0.6
     accepted[0] = True
     decision = Decision(coefficients, np.repeat(accepted[:, None], 4, axis=1))
     needs = Needs({b: np.ones(4, bool) for b in range(6)})
-    fused = trainers[0].optimise(batch.groups.rollout, decision,
+    fused = trainers[0].update(batch.groups.rollout, decision,
                                  trainers[0].geometry_of(batch.groups, needs, keep_gradients=True))
-    plain = trainers[1].optimise(batch.groups.rollout, decision)
+    plain = trainers[1].update(batch.groups.rollout, decision)
     assert fused["loss"] == pytest.approx(plain["loss"], rel=1e-5)
     assert fused["grad_norm"] == pytest.approx(plain["grad_norm"], rel=5e-3)
     steps = [torch.cat([(p.detach() - p0).reshape(-1) for p, p0 in zip(t.policy.model.parameters(), before)])
@@ -406,6 +407,7 @@ def test_a_training_steps_audits_join_the_window_after_its_decision(small_policy
     step's audits: they are out of sample for the q and τ̂ they are judged by."""
     config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
+    trainer.warm_up()
     trainer.step()
     for _ in range(2):
         before = (len(trainer.agent.fold(0)), len(trainer.agent.fold(1)), trainer.agent.quantile())
@@ -423,20 +425,20 @@ def test_an_update_from_gradients_takes_groups_with_invalid_grades_and_refuses_a
     config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "groups_per_step": 6,
                                         "seed": seed})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
-    batch = trainer.collect(6)
+    batch = trainer.collector.collect(6)
     rng = np.random.default_rng(seed)
     valid = rng.random(batch.groups.rewards.shape) < 0.75
     valid[:, :2] = True
     coefficients = np.where(valid, rng.normal(size=valid.shape), 0.0)
     needs = Needs({b: valid[b] for b in range(6)})
     geometry = trainer.geometry_of(batch.groups, needs, keep_gradients=True)
-    step = trainer.optimise(batch.groups.rollout, Decision(coefficients, valid), geometry)
+    step = trainer.update(batch.groups.rollout, Decision(coefficients, valid), geometry)
     assert step["grad_norm"] > 0
     missing = valid.copy()
     missing[0, 0] = False
     geometry = trainer.geometry_of(batch.groups, Needs({b: missing[b] for b in range(6)}), keep_gradients=True)
     with pytest.raises(RuntimeError, match="no per-response gradient"):
-        trainer.optimise(batch.groups.rollout, Decision(coefficients, valid), geometry)
+        trainer.update(batch.groups.rollout, Decision(coefficients, valid), geometry)
 
 
 def test_gradient_outside_is_exact_under_rounding():

@@ -6,14 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from conftest import binomial_ok
 from scipy.optimize import linprog, minimize
 from scipy.stats import binom
 
 from setgrpo_bench.agents import setgrpo_math as sm
 from setgrpo_bench.agents.coefficients import grpo_coefficients
 from setgrpo_bench.errors import ConfigError
-
-from conftest import binomial_ok
 
 
 def _vertices(a_hat, rho):

@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SMALL_RUN
 
 from setgrpo_bench.harness.sweep import RayBackend, sweep
-
-from conftest import SMALL_RUN
 
 
 def _run_process(out: Path) -> int | None:

@@ -1,13 +1,16 @@
-"""Agents: coefficient rules or SetGRPO (DESIGN §7, §8). Everything here is torch-free except the GRPO
-objective (``agents.objective``) and the gradient geometry (``agents.geometry``)."""
+"""Agents: coefficient rules or SetGRPO (DESIGN §7, §8), and the configs and presets that select them.
 
-from .base import Agent, Decision, Groups, Needs, RuleAgent
-from .build import build_agent
-from .coefficients import COEFFICIENT_RULES, grpo_coefficients, group_coefficients
-from .config import LOSS_TYPES, TrainConfig, load_preset, resolve_config
-from .setgrpo import SetGRPOAgent
+Everything here is numpy: an agent touches no model and never sees a true score. The harness computes
+what an agent asks for (Gram matrices from the live policy, reference audits) and turns its decision
+into an update (``harness.objective``, ``harness.update``); true-score diagnostics live there too."""
 
-__all__ = [
-    "COEFFICIENT_RULES", "LOSS_TYPES", "Agent", "Decision", "Groups", "Needs", "RuleAgent", "SetGRPOAgent",
-    "TrainConfig", "build_agent", "grpo_coefficients", "group_coefficients", "load_preset", "resolve_config",
-]
+from ..lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".base": ["Agent", "Decision", "Groups", "Needs", "RuleAgent"],
+    ".build": ["build_agent"],
+    ".coefficients": ["COEFFICIENT_RULES", "group_coefficients", "grpo_coefficients"],
+    ".config": ["LOSS_TYPES", "TrainConfig"],
+    ".presets": ["load_preset", "resolve_config"],
+    ".setgrpo": ["SetGRPOAgent"],
+})

@@ -101,6 +101,9 @@ class Agent(ABC):
     """Base class. Stateful agents (SetGRPO's calibration window) save and restore their state."""
 
     warmup_groups: int = 0  # groups of the initial policy to audit before the first update
+    grams_cover_accepted: bool = False
+    """True when every response the agent may accept is one it asked a Gram matrix for: the harness
+    may then form the update from the geometry's per-response gradients (one backward pass, not two)."""
 
     def needs(self, groups: Groups, rng: np.random.Generator, *, warmup: bool = False) -> Needs:
         """Gram matrices and audits this agent wants for ``groups`` (``warmup``: a calibration-only

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
-from ..catalog import catalog_files
-from ..errors import ConfigError, SpecError, UnknownNameError
-from ..graders.noise import load_profile
+from ..errors import ConfigError, UnknownNameError
 from ..graders.reference import parse_reference
-from ..tasks.yamlio import line_of, load_yaml
 from .coefficients import COEFFICIENT_RULES
 from .protocol import load_protocol
 
@@ -73,12 +69,6 @@ class RunSettings:
     protocol: str = _f("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
 
     def __post_init__(self) -> None:
-        if self.protocol:
-            protocol = load_protocol(self.protocol)
-            for key, value in protocol.settings.items():
-                if getattr(self, key, value) != value:
-                    raise ConfigError(key, getattr(self, key), f"{value}, the budget of protocol {protocol.id}",
-                                      f"Drop --{key.replace('_', '-')} or run without --protocol.")
         _check([
             ("seed", self.seed, self.seed >= 0, "an integer >= 0", ""),
             ("steps", self.steps, self.steps >= 0, "an integer >= 0", ""),
@@ -268,9 +258,8 @@ class TrainConfig:
     setgrpo: SetGRPOSettings = field(default_factory=SetGRPOSettings)
 
     def __post_init__(self) -> None:
-        if self.run.protocol and self.objective.mu != (mu := load_protocol(self.run.protocol).settings["mu"]):
-            raise ConfigError("mu", self.objective.mu, f"{mu}, the passes of protocol {self.run.protocol}",
-                              "Drop --mu or run without --protocol.")
+        if self.run.protocol:  # the one place a protocol's budget is enforced
+            load_protocol(self.run.protocol).check(self.to_dict())
         if self.coefficients.selector == "setgrpo":
             if self.grading.oracle:
                 raise ConfigError("oracle", True, "False with selector 'setgrpo'",
@@ -334,98 +323,3 @@ class TrainConfig:
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with some flat settings changed."""
         return TrainConfig.from_flat({**self.to_dict(), **changes})
-
-
-def coerce(name: str, value: Any, source: str = "override") -> Any:
-    """Convert ``value`` (e.g. a CLI string) to the type of field ``name``; clear error otherwise."""
-    if name not in FIELDS:
-        raise UnknownNameError("config field", name, FIELDS)
-    default = FIELDS[name].default
-    kind = type(default) if default is not MISSING else str
-    try:
-        if kind is bool:
-            if isinstance(value, bool):
-                return value
-            if str(value).lower() in ("true", "1", "yes"):
-                return True
-            if str(value).lower() in ("false", "0", "no"):
-                return False
-            raise ValueError
-        if kind is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
-        if kind is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(name, value, f"a {kind.__name__} ({source})") from None
-
-
-def preset_paths() -> dict[str, Path]:
-    return {path.stem: path for path in catalog_files("agents", "*.yaml")}
-
-
-def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields set by preset ``name`` (``agents/<name>.yaml`` in the catalog search path).
-
-    ``extends: OTHER`` starts from preset OTHER's fields, so an ablation states only what it changes.
-    """
-    paths = preset_paths()
-    if name not in paths:
-        raise UnknownNameError("agent", name, paths)
-    path = paths[name]
-    data, lines = load_yaml(path)
-    if not isinstance(data, Mapping):
-        raise SpecError("expected a mapping of config fields", file=str(path), line=1)
-    out: dict[str, Any] = {}
-    if "extends" in data:
-        base = str(data["extends"])
-        if base in (*_seen, name):
-            raise SpecError(f"presets extend each other in a cycle: {' -> '.join((*_seen, name, base))}",
-                            file=str(path), line=line_of(lines, "extends"), field="extends")
-        try:
-            out.update(load_preset(base, (*_seen, name)))
-        except UnknownNameError as exc:
-            raise SpecError(str(exc), file=str(path), line=line_of(lines, "extends"), field="extends") from None
-    out["agent"] = name
-    for key, value in data.items():
-        if key == "extends":
-            continue
-        try:
-            out[key] = coerce(key, value, source=str(path))
-        except (ConfigError, UnknownNameError) as exc:
-            raise SpecError(str(exc), file=str(path), line=line_of(lines, key), field=key) from None
-    return out
-
-
-def budget_matched_repeats(setgrpo: TrainConfig) -> float:
-    """K for GRPO-Kavg so that its judge cost matches SetGRPO's over the same run: SetGRPO grades
-    steps·B groups for training, the warm-up batch once plus its audit, and ⌈f·B⌉ audited groups
-    per step; an audit costs K_ref training-judge calls per call (the consensus size K, or the
-    reference profile's ``cost``). Constant groups are not audited, so the measured ratio is lower."""
-    s, run = setgrpo.setgrpo, setgrpo.run
-    kind, arg = parse_reference(s.reference)
-    k_ref = int(arg) if kind == "consensus" else load_profile(arg).cost
-    training = run.steps * run.groups_per_step
-    audits = s.warmup_groups * (1 + k_ref) + run.steps * math.ceil(s.audit_fraction * run.groups_per_step) * k_ref
-    return (training + audits) / training
-
-
-def resolve_config(agent: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """Defaults ← preset ``agent`` ← ``overrides`` (CLI values as strings or typed values); with a
-    ``protocol``, its budget replaces the preset's (overriding it is an error)."""
-    values = load_preset(agent)
-    overrides = {key: coerce(key, value) for key, value in (overrides or {}).items()}
-    values.update(overrides)
-    if values.get("protocol"):
-        protocol = load_protocol(values["protocol"])
-        for key, value in protocol.settings.items():
-            if key in overrides and overrides[key] != value:
-                raise ConfigError(key, overrides[key], f"{value}, the budget of protocol {protocol.id}",
-                                  f"Drop --{key.replace('_', '-')} or run without --protocol.")
-            values[key] = value
-        values["protocol"] = protocol.id
-    return TrainConfig.from_flat(values)

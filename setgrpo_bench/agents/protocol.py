@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..catalog import catalog_files
-from ..errors import SpecError, UnknownNameError
+from ..errors import ConfigError, SpecError, UnknownNameError
 from ..hashing import stable_hash
 from ..tasks.yamlio import line_of, load_yaml
 
@@ -38,6 +39,13 @@ class Protocol:
     def id(self) -> str:
         """``name@version``: what a run records."""
         return f"{self.name}@{self.version}"
+
+    def check(self, settings: Mapping[str, Any]) -> None:
+        """Refuse a run config (flat settings) whose budget differs from this protocol's."""
+        for key, value in self.settings.items():
+            if settings.get(key) != value:
+                raise ConfigError(key, settings.get(key), f"{value}, the budget of protocol {self.id}",
+                                  f"Drop --{key.replace('_', '-')} or run without --protocol.")
 
     def fingerprint(self) -> str:
         return stable_hash({"name": self.name, "version": self.version, "settings": self.settings,

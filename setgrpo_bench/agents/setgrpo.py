@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import setgrpo_math as sm
-from .base import Agent, Audits, Decision, GroupRecord, Groups, Grams, Needs
+from .base import Agent, Audits, Decision, Grams, GroupRecord, Groups, Needs
 from .coefficients import group_coefficients
 from .config import SetGRPOSettings
 
@@ -31,6 +31,8 @@ class SetGRPOAgent(Agent):
     >>> # agent = SetGRPOAgent(config.setgrpo, std_floor=config.coefficients.std_floor)
     >>> # needs = agent.needs(groups, rng); ...; decision = agent.decide(groups, grams, audits)
     """
+
+    grams_cover_accepted = True  # K of every non-constant group, and only those are ever accepted
 
     def __init__(self, params: SetGRPOSettings, *, std_floor: float) -> None:
         self.params, self.std_floor = params, std_floor

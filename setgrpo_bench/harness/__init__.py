@@ -1,6 +1,8 @@
 """Training runs, held-out evaluation and reports (DESIGN §9)."""
 
-from .evaluate import aggregate, evaluate
-from .run import TrainingStopped, run
+from ..lazy import lazy_exports
 
-__all__ = ["TrainingStopped", "aggregate", "evaluate", "run"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".evaluation": ["aggregate", "evaluate"],
+    ".runner": ["TrainingStopped", "run"],
+})

@@ -22,19 +22,25 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from ..agents import setgrpo_math as sm  # noqa: E402
+from ..agents.build import build_agent  # noqa: E402
 from ..agents.coefficients import group_coefficients  # noqa: E402
 from ..agents.config import TrainConfig  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
 from ..policy import load_policy  # noqa: E402
 from .allocator import keep_freed_memory  # noqa: E402
+from .audit import Auditor  # noqa: E402
+from .collect import Collector  # noqa: E402
+from .engines import make_engine  # noqa: E402
+from .geometry import GradientGeometry  # noqa: E402
 from .pooled import clopper_pearson  # noqa: E402
 from .rundir import write_json  # noqa: E402
+from .seeds import torch_seed  # noqa: E402
 from .suite import make_envs  # noqa: E402
-from .trainer import Trainer  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -46,18 +52,24 @@ class GroupSample(sm.AuditedGroup):
 
 def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
     """Sample, grade, audit and measure ``n_groups`` groups from the config's policy (non-constant
-    groups whose reference audit succeeded), exactly as a training step would."""
+    groups whose reference audit succeeded), exactly as a training step would, without training."""
     if config.coefficients.selector != "setgrpo":
         raise ConfigError("agent", config.run.agent, "a SetGRPO preset (selector: setgrpo)", "Try --agent setgrpo.")
-    trainer = Trainer(config, load_policy(config.rollout.policy, config.rollout.device), make_envs(config))
-    agent = trainer.agent
+    policy = load_policy(config.rollout.policy, config.rollout.device)
+    envs = make_envs(config)
+    torch.manual_seed(torch_seed(config.run.seed, "sampling"))  # the sampling stream a run starts from
+    collector, auditor = Collector(config, make_engine(config, policy), envs), Auditor(config, envs)
+    r, o = config.rollout, config.objective
+    geometry = GradientGeometry(policy.model, config.setgrpo.geometry, temperature=r.temperature,
+                                loss_type=o.loss_type, max_new_tokens=r.max_new_tokens)
+    agent = build_agent(config)
     samples: list[GroupSample] = []
     while len(samples) < n_groups:
-        batch = trainer.collect(config.run.groups_per_step)
+        batch = collector.collect(config.run.groups_per_step)
         groups = batch.groups
-        needs = agent.needs(groups, trainer.audit_rng, warmup=True)
-        grams = trainer.geometry_of(groups, needs).grams
-        audits, _, _ = trainer.audit(groups, needs)
+        needs = agent.needs(groups, auditor.rng, warmup=True)
+        grams = geometry.grams(groups.rollout, {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}).grams
+        audits = auditor.audit(groups, needs).grades
         for b in needs.audits:
             valid, a_hat, sigma = agent.observe(groups, b)
             a_ref = agent.reference_coefficients(audits[b], valid)

@@ -16,7 +16,6 @@ from ..envs.rubric_env import RubricEnv
 from ..graders import load_profile
 from ..graders.endpoint import EndpointJudge, endpoint_base
 from ..graders.llm_judge import LLMJudgeGrader, load_judge_profile
-from ..judges import TransformersJudge, judge_identity
 from ..hashing import stable_hash
 
 
@@ -37,6 +36,8 @@ def make_judge(config: TrainConfig) -> Any:
     """The LLM judge backend of ``config`` (local model or endpoint), or None for a noise profile."""
     g = config.grading
     if g.judge:
+        from ..judges import TransformersJudge  # loads a model: imported only for a local judge
+
         return TransformersJudge(g.judge, config.rollout.device)
     if g.judge_url:
         profile = load_judge_profile(g.judge_profile)
@@ -64,6 +65,7 @@ def judge_fingerprint(config: TrainConfig) -> dict[str, Any]:
     g = config.grading
     if not g.uses_llm_judge:
         return load_profile(g.noise).fingerprint()
+    from ..judges import judge_identity  # the judges layer imports torch
     backend = judge_identity(g.judge) if g.judge else {"kind": "endpoint", "url": endpoint_base(g.judge_url),
                                                        "model": g.judge_model}
     return {"kind": "judge", **load_judge_profile(g.judge_profile).to_dict(), "backend": backend}

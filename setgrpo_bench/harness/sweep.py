@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..agents.config import preset_paths, resolve_config
+from ..agents.presets import preset_paths, resolve_config
 from ..errors import ConfigError, UnknownNameError
 from .rundir import write_json
 

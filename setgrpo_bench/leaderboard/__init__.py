@@ -1,7 +1,9 @@
 """Leaderboard: submissions aggregated over seeds, validated, and built into a static board (DESIGN §10)."""
 
-from .board import board_frame, build_board, load_board
-from .publish import publish
-from .submission import SubmissionError, check_submission, make_submission
+from ..lazy import lazy_exports
 
-__all__ = ["SubmissionError", "board_frame", "build_board", "check_submission", "load_board", "make_submission", "publish"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".board": ["board_frame", "build_board", "load_board", "noise_order", "summary_frame"],
+    ".publishing": ["publish"],
+    ".submission": ["SubmissionError", "check_submission", "make_submission"],
+})

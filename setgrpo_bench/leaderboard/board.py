@@ -151,6 +151,17 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The compact table of one judge profile's rows (``leaderboard show``): rank, agent (``*`` for an
+    oracle), macro ± SE, and SetGRPO's coverage and risk w.r.t. the reference / the true score."""
+    shown = _display(frame)[["rank", "agent"]]
+    shown["agent"] = [f"{a}*" if o else a for a, o in zip(frame["agent"], frame["oracle"])]
+    shown["macro ± SE"] = [f"{m:.3f} ± {se:.3f}" for m, se in zip(frame["macro"], frame["macro_se"])]
+    shown["cover r/t"] = [f"{_fmt(r, 2)}/{_fmt(t, 2)}" for r, t in zip(frame["coverage_ref"], frame["coverage_true"])]
+    shown["risk r/t"] = [f"{_fmt(r, 2)}/{_fmt(t, 2)}" for r, t in zip(frame["risk_ref"], frame["risk_true"])]
+    return shown
+
+
 def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]]) -> str:
     lines = ["# setgrpo_bench leaderboard", ""]
     if frame.empty:

@@ -19,8 +19,9 @@ from ..errors import SetgrpoBenchError
 from ..harness.pooled import pool_seeds
 from ..harness.rundir import read_json
 from ..harness.suite import SUITE_FIELDS, suite_fingerprint
-from ..policy import policy_fingerprint, policy_path
 from ..hashing import stable_hash
+from ..policy.embedded import tiny_path
+from ..policy.files import policy_fingerprint
 from .aggregate import aggregate_seeds
 
 SCHEMA_VERSION = 2
@@ -169,7 +170,13 @@ def check_submission(submission: Any) -> list[str]:
             return [f"protocol: {protocol.id} has changed since the runs were made (its file now fixes another "
                     "budget); rerun under the current protocol"]
     if submission["schema_version"] >= 2 and submission["policy"]["name"] == "tiny":
-        shipped = policy_fingerprint(policy_path("tiny"))
+        folder = tiny_path()  # the build for the current suite; never built here
+        if not folder.is_dir():
+            return [f"policy: the embedded policy of the current suite is not built ({folder}): the built-in suite "
+                    "changed since this package was built (a benchmark spec was edited), so no result of the shipped "
+                    "suite can be checked; restore the suite, or rebuild with python -m setgrpo_bench build-policy "
+                    "and rerun"]
+        shipped = policy_fingerprint(folder)
         if submission["policy"]["hash"] != shipped:
             return [f"policy.hash: made with the embedded policy {submission['policy']['hash'][:12]}…, but this version's "
                     f"is {shipped[:12]}… (the policy was rebuilt since); rerun on this version"]

@@ -1,11 +1,12 @@
 """The policy: a transformers causal LM, its tokenizer, and generation engines (DESIGN §6)."""
 
-from .engine import EngineError, GenerateEngine, GenerationConfig, Rollout, RolloutEngine, TransformersEngine
-from .load import load_policy, policy_path
-from .model import Policy, PolicyError, policy_fingerprint
-from .tiny import TinyConfig, build_tiny, tiny_path
+from ..lazy import lazy_exports
 
-__all__ = [
-    "EngineError", "GenerateEngine", "GenerationConfig", "Policy", "PolicyError", "Rollout", "RolloutEngine", "TinyConfig", "TransformersEngine",
-    "build_tiny", "load_policy", "policy_fingerprint", "policy_path", "tiny_path",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".engine": ["EngineError", "GenerateEngine", "GenerationConfig", "Rollout", "RolloutEngine", "TransformersEngine"],
+    ".load": ["load_policy", "policy_path"],
+    ".embedded": ["TinyConfig", "tiny_path"],
+    ".files": ["policy_fingerprint"],
+    ".model": ["Policy", "PolicyError"],
+    ".tiny": ["build_tiny"],
+})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +9,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..errors import ConfigError, SetgrpoBenchError
+from .files import policy_fingerprint
 
 RESPONSE_MARKER = "\n### Response:\n"
 
@@ -43,34 +42,6 @@ class Policy:
             messages = [{"role": "user", "content": prompt}]
             return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return prompt + RESPONSE_MARKER
-
-
-LIBRARY_METADATA = ("transformers_version",)
-"""JSON keys that name the library version a folder was saved with, not what the model computes."""
-
-
-def policy_fingerprint(path: Path) -> str:
-    """SHA-256 over a model folder's config, weights and tokenizer files, read without loading them.
-    JSON files are hashed without library metadata (``transformers_version``), so the same weights
-    saved by another transformers release keep their identity."""
-    digest = hashlib.sha256()
-    for file in sorted(Path(path).iterdir()):
-        if file.is_file() and (file.suffix in (".json", ".safetensors", ".bin", ".model", ".txt")):
-            digest.update(file.name.encode())
-            digest.update(_identity_bytes(file))
-    return digest.hexdigest()
-
-
-def _identity_bytes(file: Path) -> bytes:
-    if file.suffix != ".json":
-        return file.read_bytes()
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return file.read_bytes()
-    if isinstance(data, dict):
-        data = {k: v for k, v in data.items() if k not in LIBRARY_METADATA}
-    return json.dumps(data, sort_keys=True, ensure_ascii=False).encode()
 
 
 def check_device(device: str) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +29,32 @@ def _walk(node: yaml.Node, path: str, lines: Location) -> None:
             _walk(item, f"{path}[{i}]", lines)
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML was built with it: ~10× faster
+
+
 def load_yaml(path: Path) -> tuple[Any, Location]:
-    """Load a YAML file; returns (data, {field path: line}). Parse errors name file and line."""
+    """Load a YAML file; returns (data, {field path: line}). Parse errors name file and line.
+
+    The file is parsed once (its node tree gives the lines, then the data), and a file read before
+    with the same size and modification time is not parsed again: the catalog's specs are read by
+    several lookups at import."""
+    stat = path.stat()
+    data, lines = _load_yaml(path, stat.st_mtime_ns, stat.st_size)
+    return copy.deepcopy(data), lines
+
+
+@lru_cache(maxsize=256)
+def _load_yaml(path: Path, _mtime_ns: int, _size: int) -> tuple[Any, Location]:
     text = path.read_text(encoding="utf-8")
+    loader = _LOADER(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise SpecError(f"invalid YAML: {exc.problem}", file=str(path), line=line) from None
+    finally:
+        loader.dispose()
     lines: Location = {}
     if node is not None:
         _walk(node, "", lines)

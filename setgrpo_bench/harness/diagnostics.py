@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import setgrpo_math as sm
-from .base import GroupRecord
-from .coefficients import group_coefficients
+from ..agents import setgrpo_math as sm
+from ..agents.base import GroupRecord
+from ..agents.coefficients import group_coefficients
 
 
 def true_coefficients(record: GroupRecord, true_scores: np.ndarray, *, std_floor: float) -> np.ndarray:

@@ -36,9 +36,9 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 from transformers.pytorch_utils import Conv1D
 
+from ..agents.config import parse_geometry
 from ..errors import ConfigError
 from ..policy.engine import Rollout
-from .config import parse_geometry
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 _SUPPORTED = (torch.nn.Linear, Conv1D, torch.nn.Embedding, torch.nn.LayerNorm)

@@ -17,18 +17,20 @@ from transformers import __version__ as transformers_version
 from .. import __version__
 from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
-from ..policy import load_policy
-from ..policy.tiny import cache_root
 from ..hashing import stable_hash
+from ..policy import load_policy
+from ..policy.engine import RolloutEngine
+from ..policy.embedded import cache_root
 from .allocator import keep_freed_memory
-from .evaluate import evaluate
+from .engines import make_engine
+from .evaluation import evaluate
 from .pooled import summarise_diagnostics
 from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
 from .rundir import RunDir, read_json, write_json
 from .suite import make_envs, suite_fingerprint
 from .sweep import available_cores
-from .trainer import NonFiniteLossError, Trainer
-
+from .trainer import Trainer, charge_warmup
+from .update import NonFiniteLossError
 
 
 class TrainingStopped(SetgrpoBenchError):
@@ -126,10 +128,10 @@ def run(
     if initial_path.is_file():
         initial = read_json(initial_path)
     else:
-        initial = _initial_evaluation(config, trainer, envs, policy.fingerprint(), console)
+        initial = _initial_evaluation(config, trainer.engine, envs, policy.fingerprint(), console)
         write_json(initial_path, initial)
     _train(config, rundir, trainer, start, console, on_step)
-    final = _evaluation(config, trainer, envs, "evaluating the trained policy", console)
+    final = _evaluation(config, trainer.engine, envs, "evaluating the trained policy", console)
     metrics = rundir.metrics()
     result = {
         "agent": config.run.agent, "oracle": config.grading.oracle, "seed": config.run.seed, "steps": config.run.steps,
@@ -158,16 +160,16 @@ def _suite_title(config: TrainConfig, names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 4 else f"{len(names)} benchmarks"
 
 
-def _evaluation(config: TrainConfig, trainer: Trainer, envs: list, title: str, console: Console) -> dict[str, Any]:
+def _evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, title: str, console: Console) -> dict[str, Any]:
     columns = (TextColumn(f"[bold]{title}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("eval", total=None)
-        return evaluate(trainer.engine, envs, instances=config.run.eval_instances, seed=config.run.seed,
+        return evaluate(engine, envs, instances=config.run.eval_instances, seed=config.run.seed,
                         on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
 
 
-def _initial_evaluation(config: TrainConfig, trainer: Trainer, envs: list, policy_hash: str,
+def _initial_evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, policy_hash: str,
                         console: Console) -> dict[str, Any]:
     """The initial policy's evaluation depends only on the policy, the suite, the sampling settings
     and the seed, not on the agent: it is computed once and kept in the cache for every agent."""
@@ -178,7 +180,7 @@ def _initial_evaluation(config: TrainConfig, trainer: Trainer, envs: list, polic
     if path.is_file():
         console.print(f"initial evaluation: reused from {path}", highlight=False, soft_wrap=True)
         return read_json(path)
-    initial = _evaluation(config, trainer, envs, "evaluating the initial policy", console)
+    initial = _evaluation(config, engine, envs, "evaluating the initial policy", console)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, initial)
     return initial
@@ -189,6 +191,7 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[live]}"))
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("train", total=config.run.steps, completed=start, live="")
+        warmup = trainer.warm_up() if not trainer.warmed_up and start < config.run.steps else None
         for step in range(start + 1, config.run.steps + 1):
             t0 = time.perf_counter()
             try:
@@ -198,6 +201,8 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
                     f"step {step}: {exc}. The last good checkpoint (step {step - 1}) is kept in {rundir.checkpoints}."
                 ) from None
             metrics = {"step": step, **metrics, "time_step": time.perf_counter() - t0}
+            if warmup is not None:
+                metrics, warmup = charge_warmup(metrics, warmup), None
             rundir.append_metrics(metrics)
             if step % config.run.checkpoint_every == 0 or step == config.run.steps:
                 save_checkpoint(rundir, trainer, step)
@@ -214,10 +219,9 @@ def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | 
     torch.set_num_threads(config.rollout.threads or available_cores())
     envs = make_envs(config)
     policy = load_policy(config.rollout.policy, config.rollout.device)
-    trainer = Trainer(config, policy, envs)
     result = {"policy": str(config.rollout.policy), "policy_hash": policy.fingerprint(), "seed": config.run.seed,
               "suite_hash": suite_fingerprint(config),
-              **_evaluation(config, trainer, envs, f"evaluating {policy.name}", console)}
+              **_evaluation(config, make_engine(config, policy), envs, f"evaluating {policy.name}", console)}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "eval.json", result)

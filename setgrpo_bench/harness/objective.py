@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..agents.config import LOSS_TYPES, NORMALISERS
 from ..errors import UnknownNameError
-from .config import LOSS_TYPES, NORMALISERS
 
 
 def loss_totals(mask: torch.Tensor, accepted: torch.Tensor, normalise_over: str = "accepted") -> tuple[float, float]:
