@@ -14,6 +14,7 @@ from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
+from setgrpo_bench.harness.rundir import finite_json
 from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, load_board, make_submission, publish
 from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se
 from setgrpo_bench.leaderboard.board import missing_cells
@@ -198,19 +199,52 @@ def test_shipped_board_is_valid_complete_and_up_to_date(tmp_path):
     submissions, _ = load_board(tmp_path)
     protocol = load_protocol("board-v1")
     assert {s["protocol"]["id"] for s in submissions} == {protocol.id}
-    assert missing_cells(frame, sorted(preset_paths()), list(protocol.noise)) == []
+    assert missing_cells(frame, sorted(preset_paths()), protocol) == []
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == (shipped / "README.md").read_text(encoding="utf-8")
 
 
-def test_board_completeness_names_what_is_missing():
+def test_every_shipped_entry_is_rebuilt_from_its_runs():
+    """Each entry of leaderboard/results equals what ``publish`` makes today from its runs in
+    leaderboard/runs (publish-time fields aside): every aggregate on the board is reproduced."""
+    from setgrpo_bench.harness.rundir import read_json
+    from setgrpo_bench.leaderboard.publishing import entry_differences, rebuild_entry
+
+    shipped = Path(__file__).resolve().parents[1] / "leaderboard"
+    entries = sorted((shipped / "results").glob("*.json"))
+    assert entries
+    for path in entries:
+        entry = read_json(path)
+        rebuilt = json.loads(json.dumps(finite_json(rebuild_entry(entry, shipped / "runs"))))
+        assert entry_differences(entry, rebuilt) == [], path.name
+
+
+def test_entry_differences_ignore_publish_time_and_rounding_only():
+    from setgrpo_bench.leaderboard.publishing import entry_differences
+
+    entry = {"macro": {"true_score": 0.5, "true_score_ci": [0.4, 0.6]}, "seeds": [0, 1], "date": "x", "git_hash": "a"}
+    assert entry_differences(entry, {**entry, "date": "y", "git_hash": "b"}) == []
+    assert entry_differences(entry, {**entry, "macro": {"true_score": 0.5 + 1e-13, "true_score_ci": [0.4, 0.6]}}) == []
+    assert entry_differences(entry, {**entry, "macro": {"true_score": 0.501, "true_score_ci": [0.4, 0.61]}}) == [
+        "macro.true_score", "macro.true_score_ci.1"]
+    assert entry_differences(entry, {**entry, "seeds": [0, 2]}) == ["seeds.1"]
+
+
+def test_board_completeness_is_read_from_the_protocol_and_names_what_is_missing():
+    from setgrpo_bench.agents.protocol import Protocol
+
+    protocol = Protocol("p", 1, {}, seeds=5, noise=("realistic", "harsh"), main="realistic", other_seeds=3,
+                        core=("grpo", "setgrpo"))
     frame = pd.DataFrame({"agent": ["grpo", "setgrpo", "grpo", "grpo_oracle"], "noise": ["realistic", "realistic", "harsh", "realistic"],
                           "seeds": [5, 4, 3, 5]})
-    missing = missing_cells(frame, ["grpo", "setgrpo", "grpo_oracle"], ["realistic", "harsh"])
+    missing = missing_cells(frame, ["grpo", "setgrpo", "grpo_oracle"], protocol)
     assert missing == ["setgrpo under realistic: 4 of 5 seeds", "setgrpo under harsh: 0 of 3 seeds"]
-    # the oracle's policy does not depend on the judge: it is wanted under the main profile only
-    assert missing_cells(frame[frame["agent"] != "grpo_oracle"], ["grpo", "grpo_oracle"], ["realistic", "harsh"]) == [
+    # the oracle is not a core agent: it is wanted under the main profile only
+    assert missing_cells(frame[frame["agent"] != "grpo_oracle"], ["grpo", "grpo_oracle"], protocol) == [
         "grpo_oracle under realistic: 0 of 5 seeds"]
-    assert missing_cells(frame, ["grpo"], ["realistic", "harsh"]) == []
+    assert missing_cells(frame, ["grpo"], protocol) == []
+    shipped = load_protocol("board-v1")  # the file is the one source: 5 seeds under realistic, 3 elsewhere
+    assert (shipped.main, shipped.seeds, shipped.other_seeds) == ("realistic", 5, 3)
+    assert ("dapo", "harsh", 3) in shipped.cells(["dapo", "qae"]) and ("qae", "harsh", 3) not in shipped.cells(["qae"])
 
 
 def test_pooled_rates_show_their_clopper_pearson_interval_and_old_ones_do_not():
@@ -228,3 +262,22 @@ def test_versus_baseline_is_the_difference_to_grpo_in_standard_errors_of_the_dif
                           "macro": [0.61, 0.48, 0.52], "macro_se": [0.005, 0.008, 0.006]})
     assert versus_baseline(frame) == ["+0.090 (+11.5 SE)", "-0.040 (-4.0 SE)", "—"]  # 0.04 / √(0.008² + 0.006²) = 4
     assert versus_baseline(frame[frame["agent"] != "grpo"]) == ["—", "—"]  # no GRPO under this judge: nothing to compare
+
+
+def test_a_bad_protocol_file_names_every_problem_at_its_line(tmp_path, monkeypatch):
+    from setgrpo_bench.errors import SpecError
+
+    (tmp_path / "protocols").mkdir()
+    (tmp_path / "protocols" / "bad.yaml").write_text(
+        "version: 1\nsettings: {steps: 0, groups_per_step: 16, group_size: 8, mu: 1, eval_instances: 64}\n"
+        "seeds: 5\nnoise: [realistic]\nmain: harsh\nother_seeds: 3\ncore: []\nbudget: 9\n")
+    monkeypatch.setenv("SETGRPO_BENCH_CATALOG", str(tmp_path))
+    with pytest.raises(SpecError, match=r"bad.yaml:8: budget: unknown field"):
+        load_protocol("bad")
+    text = (tmp_path / "protocols" / "bad.yaml").read_text().replace("budget: 9\n", "")
+    (tmp_path / "protocols" / "bad.yaml").write_text(text)
+    with pytest.raises(SpecError, match=r"bad.yaml:2: settings.steps: 0 is less than the minimum of 1"):
+        load_protocol("bad")
+    (tmp_path / "protocols" / "bad.yaml").write_text(text.replace("steps: 0", "steps: 3"))
+    with pytest.raises(SpecError, match=r"bad.yaml:5: main: expected one of the board's profiles \['realistic'\]"):
+        load_protocol("bad")

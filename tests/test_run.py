@@ -9,8 +9,8 @@ from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.cli import main
 from setgrpo_bench.errors import ConfigError, UnknownNameError
 from setgrpo_bench.harness import run
-from setgrpo_bench.harness.runner import CheckpointError
 from setgrpo_bench.harness.rundir import RunDirError
+from setgrpo_bench.harness.runner import CheckpointError
 from setgrpo_bench.policy import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
 
@@ -138,8 +138,12 @@ def test_a_non_finite_gradient_on_setgrpos_fused_path_stops_before_any_weight_is
     "overrides, error, match",
     [
         ({"group_size": 1}, ConfigError, "group_size=1 is not allowed.*at least 2 responses"),
-        ({"lr": "fast"}, ConfigError, "lr='fast' is not allowed: expected a float"),
-        ({"steps": "2.5"}, ConfigError, "steps='2.5' is not allowed: expected a int"),
+        ({"lr": "fast"}, ConfigError, r"lr='fast' is not allowed: expected a number in \(0, 1\)"),
+        ({"lr": "nan"}, ConfigError, r"lr=nan is not allowed: expected a number in \(0, 1\)"),
+        ({"steps": "2.5"}, ConfigError, "steps='2.5' is not allowed: expected an integer >= 0"),
+        ({"steps": True}, ConfigError, "steps=True is not allowed: expected an integer >= 0"),
+        ({"top_p": 0}, ConfigError, r"top_p=0.0 is not allowed: expected a number in \(0, 1\]"),
+        ({"bogus": 1}, UnknownNameError, "unknown config field 'bogus'"),
         ({"rule": "grpoo"}, UnknownNameError, "Did you mean 'grpo'"),
         ({"envs": "MedicationGuid"}, UnknownNameError, "Did you mean 'MedicationGuide'"),
     ],

@@ -8,17 +8,22 @@ policy and its rollouts, the grading, the GRPO objective, the coefficient rule, 
 
 Validation happens at construction: every value is checked against its range, and a knob of a
 component the config does not select (``--alpha-a`` for GRPO, ``--qae-quantile`` for another rule)
-is an error rather than a silent no-op. Importing this module does not import torch.
+is an error rather than a silent no-op. Values are checked by pydantic
+(types, bounds, NaN) with our messages (``build_settings``). Importing this module does not import torch.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import Field, asdict, dataclass, field, fields
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, field
+from dataclasses import dataclass as plain_dataclass
+from typing import Annotated, Any, TypeVar
 
-from ..errors import ConfigError, UnknownNameError
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass
+from pydantic.fields import FieldInfo
+
+from ..errors import ConfigError, SetgrpoBenchError, UnknownNameError
 from ..graders.reference import parse_reference
 from .coefficients import COEFFICIENT_RULES
 from .protocol import load_protocol
@@ -33,15 +38,29 @@ DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", 
 run may resume on another device and seeds run on CPU and GPU publish together."""
 
 
-def _f(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+def _f(default: Any, help: str, *, fix: str = "", **bounds: float) -> Any:
+    """A setting: its default, its one-line help (the ``--help`` of its flag), its bounds (``ge``,
+    ``gt``, ``le``, ``lt``, checked by pydantic) and the fix an error message suggests."""
+    return Field(default, description=help, json_schema_extra={"fix": fix} if fix else None, **bounds)
 
 
-def _check(rows: list[tuple[str, Any, bool, str, str]]) -> None:
-    """Raise ``ConfigError`` for the first (name, value, ok, allowed, fix) that is not ok or not finite."""
-    for name, value, ok, allowed, fix in rows:
-        if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            raise ConfigError(name, value, allowed, fix)
+def _device(value: str) -> str:
+    if value in ("cpu", "cuda") or value.startswith("cuda:"):
+        return value
+    raise ConfigError("device", value, "'cpu', 'cuda' or 'cuda:N'")
+
+
+def _one_of(kind: str, known: Sequence[str] | Mapping[str, Any]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in known:
+            raise UnknownNameError(kind, value, known)
+        return value
+
+    return check
+
+
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+"""Unknown fields, NaN and ±∞ are refused; values from the command line (strings) are converted."""
 
 
 def parse_geometry(spec: str) -> tuple[str, int]:
@@ -54,67 +73,46 @@ def parse_geometry(spec: str) -> tuple[str, int]:
     raise ConfigError("geometry", spec, "'full', 'identity', 'last:N' or 'sketch:D' with a positive integer")
 
 
-@dataclass(frozen=True)
+@dataclass(config=_STRICT)
 class RunSettings:
     """What is trained on, for how long, and how it is evaluated."""
 
     agent: str = _f("grpo", "agent preset name (agents/<name>.yaml)")
     envs: str = _f("builtin", "'builtin' (the whole suite) or comma-separated env ids / benchmark names")
-    seed: int = _f(0, "seed of task sampling, generation, grading noise and evaluation")
-    steps: int = _f(32, "training steps (one batch of groups each)")
-    groups_per_step: int = _f(16, "prompts per step (B)")
-    group_size: int = _f(8, "responses per prompt (G >= 2)")
-    eval_instances: int = _f(64, "eval-split instances per env (0: the whole split)")
-    checkpoint_every: int = _f(1, "steps between checkpoints (resume restarts from the last one)")
+    seed: int = _f(0, "seed of task sampling, generation, grading noise and evaluation", ge=0)
+    steps: int = _f(32, "training steps (one batch of groups each)", ge=0)
+    groups_per_step: int = _f(16, "prompts per step (B)", ge=1)
+    group_size: int = _f(8, "responses per prompt (G >= 2)", ge=2, fix="GRPO needs at least 2 responses per prompt.")
+    eval_instances: int = _f(64, "eval-split instances per env (0: the whole split)", ge=0)
+    checkpoint_every: int = _f(1, "steps between checkpoints (resume restarts from the last one)", ge=1)
     protocol: str = _f("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
 
-    def __post_init__(self) -> None:
-        _check([
-            ("seed", self.seed, self.seed >= 0, "an integer >= 0", ""),
-            ("steps", self.steps, self.steps >= 0, "an integer >= 0", ""),
-            ("groups_per_step", self.groups_per_step, self.groups_per_step >= 1, "an integer >= 1", ""),
-            ("group_size", self.group_size, self.group_size >= 2, "an integer >= 2",
-             "GRPO needs at least 2 responses per prompt."),
-            ("eval_instances", self.eval_instances, self.eval_instances >= 0, "an integer >= 0", ""),
-            ("checkpoint_every", self.checkpoint_every, self.checkpoint_every >= 1, "an integer >= 1", ""),
-        ])
 
-
-@dataclass(frozen=True)
+@dataclass(config=_STRICT)
 class RolloutSettings:
     """The policy, the device it runs on and how it samples."""
 
     policy: str = _f("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
-    device: str = _f("cpu", "cpu, cuda or cuda:N")
-    engine: str = _f("transformers", "rollout engine: transformers (a sampling loop over the model's forward with its "
-                     "KV cache), generate (transformers' generate, any model), vllm (GPU, [vllm] extra)")
-    vllm_gpu_memory: float = _f(0.3, "vLLM: share of GPU memory for its weights and KV cache")
-    is_cap: float = _f(2.0, "vLLM: truncation C of the per-token importance weight π_old/π_vllm")
-    temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation")
-    top_p: float = _f(1.0, "nucleus sampling mass")
-    max_new_tokens: int = _f(72, "response length cap in tokens")
-    threads: int = _f(0, "torch threads (0: every core this process may use; sweep gives each of N parallel runs cores/N)")
-    update_batch: int = _f(16, "responses per forward/backward of the update (less memory, faster on CPU; the same update)")
+    device: Annotated[str, AfterValidator(_device)] = _f("cpu", "cpu, cuda or cuda:N")
+    engine: Annotated[str, AfterValidator(_one_of("engine", ENGINES))] = _f(
+        "transformers", "rollout engine: transformers (a sampling loop over the model's forward with its KV cache), "
+        "generate (transformers' generate, any model), vllm (GPU, [vllm] extra)")
+    vllm_gpu_memory: float = _f(0.3, "vLLM: share of GPU memory for its weights and KV cache", gt=0, lt=1)
+    is_cap: float = _f(2.0, "vLLM: truncation C of the per-token importance weight π_old/π_vllm", ge=1)
+    temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation", gt=0)
+    top_p: float = _f(1.0, "nucleus sampling mass", gt=0, le=1)
+    max_new_tokens: int = _f(72, "response length cap in tokens", ge=1)
+    threads: int = _f(0, "torch threads (0: every core this process may use; sweep gives each of N parallel runs "
+                      "cores/N)", ge=0)
+    update_batch: int = _f(16, "responses per forward/backward of the update (less memory, faster on CPU; the same "
+                           "update)", ge=1)
 
     def __post_init__(self) -> None:
-        _check([
-            ("threads", self.threads, self.threads >= 0, "an integer >= 0", ""),
-            ("update_batch", self.update_batch, self.update_batch >= 1, "an integer >= 1", ""),
-            ("device", self.device, self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
-             "'cpu', 'cuda' or 'cuda:N'", ""),
-            ("vllm_gpu_memory", self.vllm_gpu_memory, 0 < self.vllm_gpu_memory < 1, "a number in (0, 1)", ""),
-            ("is_cap", self.is_cap, self.is_cap >= 1, "a number >= 1", ""),
-            ("temperature", self.temperature, self.temperature > 0, "a number > 0", ""),
-            ("top_p", self.top_p, 0 < self.top_p <= 1, "a number in (0, 1]", ""),
-            ("max_new_tokens", self.max_new_tokens, self.max_new_tokens >= 1, "an integer >= 1", ""),
-        ])
-        if self.engine not in ENGINES:
-            raise UnknownNameError("engine", self.engine, ENGINES)
         if self.engine == "vllm" and not self.device.startswith("cuda"):
             raise ConfigError("engine", "vllm", "'transformers' or 'generate' on device cpu", "vLLM runs on CUDA: add --device cuda.")
 
 
-@dataclass(frozen=True)
+@dataclass(config=_STRICT)
 class GradingSettings:
     """Where the training rewards come from: a simulated noisy judge, an LLM judge, or (oracle) the truth."""
 
@@ -124,11 +122,10 @@ class GradingSettings:
     judge_model: str = _f("", "model name served at judge_url")
     judge_api_key_env: str = _f("", "environment variable holding the endpoint's API key (never logged)")
     judge_profile: str = _f("judge-default", "judge question template and sampling (graders/judge-*.yaml)")
-    judge_repeats: float = _f(1.0, "judge calls per response, averaged (GRPO-Kavg; fractional: met over the run)")
+    judge_repeats: float = _f(1.0, "judge calls per response, averaged (GRPO-Kavg; fractional: met over the run)", ge=1)
     oracle: bool = _f(False, "train on the true score (an upper bound, flagged on every report)")
 
     def __post_init__(self) -> None:
-        _check([("judge_repeats", self.judge_repeats, self.judge_repeats >= 1, "a number >= 1", "")])
         if self.judge and self.judge_url:
             raise ConfigError("judge_url", self.judge_url, "empty when judge is set", "Use a local judge or an endpoint, not both.")
         if self.judge_url and not self.judge_model:
@@ -139,109 +136,121 @@ class GradingSettings:
         return bool(self.judge or self.judge_url)
 
 
-@dataclass(frozen=True)
+@dataclass(config=_STRICT)
 class ObjectiveSettings:
     """The GRPO objective every agent optimises, and its optimiser."""
 
-    lr: float = _f(5e-4, "AdamW learning rate (1e-3 collapsed a 1M model under heavy noise)")
-    weight_decay: float = _f(0.0, "AdamW weight decay")
-    max_grad_norm: float = _f(1.0, "gradient clipping norm")
-    mu: int = _f(1, "inner optimisation passes over each batch (μ)")
-    loss_type: str = _f("grpo", "loss normalisation: grpo (token mean per sequence), dr_grpo, dapo")
+    lr: float = _f(5e-4, "AdamW learning rate (1e-3 collapsed a 1M model under heavy noise)", gt=0, lt=1)
+    weight_decay: float = _f(0.0, "AdamW weight decay", ge=0)
+    max_grad_norm: float = _f(1.0, "gradient clipping norm", gt=0)
+    mu: int = _f(1, "inner optimisation passes over each batch (μ)", ge=1)
+    loss_type: Annotated[str, AfterValidator(_one_of("loss type", LOSS_TYPES))] = _f(
+        "grpo", "loss normalisation: grpo (token mean per sequence), dr_grpo, dapo")
     clip: bool = _f(True, "PPO ratio clipping (False: RGRA)")
-    epsilon_low: float = _f(0.2, "lower clip range ε_low")
-    epsilon_high: float = _f(0.2, "upper clip range ε_high (DAPO uses 0.28)")
-    beta: float = _f(0.0, "k3 KL coefficient to the initial policy (0: no reference model)")
-    normalise_over: str = _f("accepted", "loss mean over 'accepted' responses, or the whole 'batch' (rejected "
-                             "responses count as zeros: fewer accepted groups, a smaller step)")
-
-    def __post_init__(self) -> None:
-        _check([
-            ("lr", self.lr, 0 < self.lr < 1, "a number in (0, 1)", ""),
-            ("weight_decay", self.weight_decay, self.weight_decay >= 0, "a number >= 0", ""),
-            ("max_grad_norm", self.max_grad_norm, self.max_grad_norm > 0, "a number > 0", ""),
-            ("mu", self.mu, self.mu >= 1, "an integer >= 1", ""),
-            ("epsilon_low", self.epsilon_low, 0 <= self.epsilon_low < 1, "a number in [0, 1)", ""),
-            ("epsilon_high", self.epsilon_high, self.epsilon_high >= 0, "a number >= 0", ""),
-            ("beta", self.beta, self.beta >= 0, "a number >= 0", ""),
-        ])
-        if self.loss_type not in LOSS_TYPES:
-            raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
-        if self.normalise_over not in NORMALISERS:
-            raise UnknownNameError("loss normaliser", self.normalise_over, NORMALISERS)
+    epsilon_low: float = _f(0.2, "lower clip range ε_low", ge=0, lt=1)
+    epsilon_high: float = _f(0.2, "upper clip range ε_high (DAPO uses 0.28)", ge=0)
+    beta: float = _f(0.0, "k3 KL coefficient to the initial policy (0: no reference model)", ge=0)
+    normalise_over: Annotated[str, AfterValidator(_one_of("loss normaliser", NORMALISERS))] = _f(
+        "accepted", "loss mean over 'accepted' responses, or the whole 'batch' (rejected responses count as zeros: "
+        "fewer accepted groups, a smaller step)")
 
 
-@dataclass(frozen=True)
+@dataclass(config=_STRICT)
 class CoefficientSettings:
     """The coefficient rule (rewards of a group → training coefficients) and the optional selector."""
 
-    rule: str = _f("grpo", "coefficient rule: rewards of a group → training coefficients")
-    selector: str = _f("none", "'none' (the rule's coefficients train as they are) or 'setgrpo' (SetGRPO)")
-    std_floor: float = _f(0.05, "floor of the group std in grpo coefficients (rubric scores are continuous)")
-    qae_quantile: float = _f(0.4, "QAE: quantile K of the group used as baseline")
+    rule: Annotated[str, AfterValidator(_one_of("coefficient rule", COEFFICIENT_RULES))] = _f(
+        "grpo", "coefficient rule: rewards of a group → training coefficients")
+    selector: Annotated[str, AfterValidator(_one_of("selector", SELECTORS))] = _f(
+        "none", "'none' (the rule's coefficients train as they are) or 'setgrpo' (SetGRPO)")
+    std_floor: float = _f(0.05, "floor of the group std in grpo coefficients (rubric scores are continuous)", ge=0)
+    qae_quantile: float = _f(0.4, "QAE: quantile K of the group used as baseline", ge=0, le=1)
     qae_std: bool = _f(False, "QAE: also divide by the group std")
 
-    def __post_init__(self) -> None:
-        _check([
-            ("std_floor", self.std_floor, self.std_floor >= 0, "a number >= 0", ""),
-            ("qae_quantile", self.qae_quantile, 0 <= self.qae_quantile <= 1, "a number in [0, 1]", ""),
-        ])
-        if self.rule not in COEFFICIENT_RULES:
-            raise UnknownNameError("coefficient rule", self.rule, COEFFICIENT_RULES)
-        if self.selector not in SELECTORS:
-            raise UnknownNameError("selector", self.selector, SELECTORS)
 
-
-@dataclass(frozen=True)
+@dataclass(config=_STRICT)
 class SetGRPOSettings:
     """SetGRPO's three modules: (a) the joint coefficient set, (b) safe recovery, (c) the risk gate."""
 
-    alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C")
-    delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)")
-    alpha: float = _f(0.2, "SetGRPO (c): risk level α of the conditional direction-reversal risk")
-    delta: float = _f(0.1, "SetGRPO (c): Learn-then-Test confidence δ")
-    audit_fraction: float = _f(0.25, "SetGRPO: share of each step's groups also graded by the reference grader")
-    window: int = _f(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)")
-    warmup_groups: int = _f(48, "SetGRPO: groups of the initial policy audited before the first update")
-    reference: str = _f("profile:expert", "reference grader for audits: 'profile:NAME' (an independent judge; "
-                        "default the 10×-cost 'expert') or 'consensus:K' (K more calls of the same judge: shares its biases)")
-    geometry: str = _f("full", "K from per-response gradients: full, last:N (blocks), sketch:D, identity")
+    alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C", gt=0, lt=1)
+    delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)",
+                        ge=0, lt=1, fix="0 selects plain split conformal.")
+    alpha: float = _f(0.2, "SetGRPO (c): risk level α of the conditional direction-reversal risk", gt=0, lt=1)
+    delta: float = _f(0.1, "SetGRPO (c): Learn-then-Test confidence δ", gt=0, lt=1)
+    audit_fraction: float = _f(0.25, "SetGRPO: share of each step's groups also graded by the reference grader",
+                               ge=0, le=1)
+    window: int = _f(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)", ge=4,
+                     fix="D1 and D2 each need calibration groups.")
+    warmup_groups: int = _f(48, "SetGRPO: groups of the initial policy audited before the first update", ge=0)
+    reference: Annotated[str, AfterValidator(lambda v: parse_reference(v) and v)] = _f(
+        "profile:expert", "reference grader for audits: 'profile:NAME' (an independent judge; default the 10×-cost "
+        "'expert') or 'consensus:K' (K more calls of the same judge: shares its biases)")
+    geometry: Annotated[str, AfterValidator(lambda v: parse_geometry(v) and v)] = _f(
+        "full", "K from per-response gradients: full, last:N (blocks), sketch:D, identity")
     calibrate: bool = _f(True, "SetGRPO (a): calibrate q on D1 (False: q = fixed_q, the no-calib ablation)")
-    fixed_q: float = _f(1.0, "q used when calibrate is False")
+    fixed_q: float = _f(1.0, "q used when calibrate is False", ge=0)
     recovery: bool = _f(True, "SetGRPO (b): execute c(λ*) (False: execute â, score by certified radius ratio)")
     gate: bool = _f(True, "SetGRPO (c): gate by the LTT threshold (False: accept every certifiable group)")
-    grid_start: float = _f(0.10, "SetGRPO (c): strictest acceptance fraction of the threshold grid")
-    grid_step: float = _f(0.05, "SetGRPO (c): acceptance step of the grid (10%, 15%, …, 100%)")
-    spread_floor: float = _f(0.01, "SetGRPO (a): floor of the judge spread in the scales σ")
-
-    def __post_init__(self) -> None:
-        _check([
-            ("alpha_a", self.alpha_a, 0 < self.alpha_a < 1, "a number in (0, 1)", ""),
-            ("delta_a", self.delta_a, 0 <= self.delta_a < 1, "a number in [0, 1)", "0 selects plain split conformal."),
-            ("alpha", self.alpha, 0 < self.alpha < 1, "a number in (0, 1)", ""),
-            ("delta", self.delta, 0 < self.delta < 1, "a number in (0, 1)", ""),
-            ("audit_fraction", self.audit_fraction, 0 <= self.audit_fraction <= 1, "a number in [0, 1]", ""),
-            ("window", self.window, self.window >= 4, "an integer >= 4", "D1 and D2 each need calibration groups."),
-            ("warmup_groups", self.warmup_groups, self.warmup_groups >= 0, "an integer >= 0", ""),
-            ("fixed_q", self.fixed_q, self.fixed_q >= 0, "a number >= 0", ""),
-            ("grid_start", self.grid_start, 0 < self.grid_start <= 1, "a number in (0, 1]", ""),
-            ("grid_step", self.grid_step, 0 < self.grid_step <= 1, "a number in (0, 1]", ""),
-            ("spread_floor", self.spread_floor, self.spread_floor > 0, "a number > 0", "σ must be positive."),
-        ])
-        parse_geometry(self.geometry)
-        parse_reference(self.reference)
+    grid_start: float = _f(0.10, "SetGRPO (c): strictest acceptance fraction of the threshold grid", gt=0, le=1)
+    grid_step: float = _f(0.05, "SetGRPO (c): acceptance step of the grid (10%, 15%, …, 100%)", gt=0, le=1)
+    spread_floor: float = _f(0.01, "SetGRPO (a): floor of the judge spread in the scales σ", gt=0,
+                             fix="σ must be positive.")
 
 
 GROUPS: dict[str, type] = {
     "run": RunSettings, "rollout": RolloutSettings, "grading": GradingSettings, "objective": ObjectiveSettings,
     "coefficients": CoefficientSettings, "setgrpo": SetGRPOSettings,
 }
-FIELDS: dict[str, Field] = {f.name: f for group in GROUPS.values() for f in fields(group)}
-"""Every setting by its flat name (the CLI flag and preset key)."""
-GROUP_OF: dict[str, str] = {f.name: name for name, group in GROUPS.items() for f in fields(group)}
+FIELDS: dict[str, FieldInfo] = {name: f for group in GROUPS.values() for name, f in group.__pydantic_fields__.items()}
+"""Every setting by its flat name (the CLI flag and preset key): ``.default``, ``.description`` (its help)."""
+GROUP_OF: dict[str, str] = {name: group_name for group_name, group in GROUPS.items() for name in group.__pydantic_fields__}
 
 
-@dataclass(frozen=True)
+Settings = TypeVar("Settings")
+
+
+def build_settings(group: type[Settings], values: Mapping[str, Any]) -> Settings:
+    """``group(**values)`` with pydantic's verdict turned into ours: the first bad value as a
+    ``ConfigError`` naming the setting, the value, what is allowed (its type and bounds) and the fix."""
+    for name, value in values.items():  # pydantic would read True as 1
+        info = group.__pydantic_fields__.get(name)
+        if isinstance(value, bool) and info is not None and not isinstance(info.default, bool):
+            raise ConfigError(name, value, allowed_values(info))
+    try:
+        return group(**values)
+    except ValidationError as exc:
+        raise _config_error(group, exc.errors()[0]) from None
+
+
+_BOUND_WORDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def allowed_values(info: FieldInfo) -> str:
+    """A setting's type and bounds in words: 'an integer >= 2', 'a number in (0, 1]'."""
+    kind = {int: "an integer", float: "a number", bool: "true or false"}.get(type(info.default), "a string")
+    bounds = {name: getattr(m, name) for m in info.metadata for name in _BOUND_WORDS if hasattr(m, name)}
+    low = next(((k, v) for k, v in bounds.items() if k in ("ge", "gt")), None)
+    high = next(((k, v) for k, v in bounds.items() if k in ("le", "lt")), None)
+    if low and high:
+        return f"{kind} in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
+    return " ".join([kind, *(f"{_BOUND_WORDS[k]} {v:g}" for k, v in bounds.items())])
+
+
+def _config_error(group: type, error: dict[str, Any]) -> SetgrpoBenchError:
+    """Our error for one of pydantic's: the original of a check of ours, else a ``ConfigError``."""
+    if error["type"] == "value_error" and isinstance(error.get("ctx", {}).get("error"), SetgrpoBenchError):
+        return error["ctx"]["error"]
+    if error["type"] == "unexpected_keyword_argument":
+        return UnknownNameError("config field", str(error["loc"][0]), FIELDS)
+    name = str(error["loc"][0]) if error["loc"] else group.__name__
+    info = group.__pydantic_fields__.get(name)
+    if info is None:
+        return ConfigError(name, error.get("input"), error["msg"])
+    fix = (info.json_schema_extra or {}).get("fix", "") if isinstance(info.json_schema_extra, dict) else ""
+    return ConfigError(name, error.get("input"), allowed_values(info), fix)
+
+
+@plain_dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a training run, grouped by component.
 
@@ -282,7 +291,7 @@ class TrainConfig:
         out: dict[str, str] = {}
         s = self.setgrpo
         if self.coefficients.selector != "setgrpo":
-            out.update(dict.fromkeys((f.name for f in fields(SetGRPOSettings)), "selector 'setgrpo'"))
+            out.update(dict.fromkeys(SetGRPOSettings.__pydantic_fields__, "selector 'setgrpo'"))
         else:
             out.update({"fixed_q": "calibrate false"} if s.calibrate else {"delta_a": "calibrate true"})
             if not s.gate:
@@ -310,7 +319,7 @@ class TrainConfig:
         parts: dict[str, dict[str, Any]] = {name: {} for name in GROUPS}
         for name, value in values.items():
             parts[GROUP_OF[name]][name] = value
-        return cls(**{name: GROUPS[name](**part) for name, part in parts.items()})
+        return cls(**{name: build_settings(GROUPS[name], part) for name, part in parts.items()})
 
     def to_dict(self) -> dict[str, Any]:
         """The flat mapping of every setting (what ``config.json`` and submissions record)."""

@@ -5,43 +5,32 @@ field's type here; whether they are allowed is ``TrainConfig``'s to say."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING
 from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from ..catalog import catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
 from ..tasks.yamlio import line_of, load_yaml
-from .config import FIELDS, TrainConfig
+from .config import FIELDS, TrainConfig, allowed_values
 from .protocol import load_protocol
 
 
 def coerce(name: str, value: Any, source: str = "override") -> Any:
-    """Convert ``value`` (e.g. a CLI string) to the type of field ``name``; clear error otherwise."""
+    """``value`` (a CLI string, a YAML scalar) as the type of setting ``name``, converted by pydantic
+    ("0.3" → 0.3, "yes" → True; a bool is never a number); its bounds are checked with the whole config."""
     if name not in FIELDS:
         raise UnknownNameError("config field", name, FIELDS)
-    default = FIELDS[name].default
-    kind = type(default) if default is not MISSING else str
-    try:
-        if kind is bool:
-            if isinstance(value, bool):
-                return value
-            if str(value).lower() in ("true", "1", "yes"):
-                return True
-            if str(value).lower() in ("false", "0", "no"):
-                return False
-            raise ValueError
-        if kind is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
-        if kind is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
+    kind = type(FIELDS[name].default)
+    if kind is str:
         return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(name, value, f"a {kind.__name__} ({source})") from None
+    try:
+        if isinstance(value, bool) and kind is not bool:
+            raise ValueError("a bool is not a number")
+        return TypeAdapter(kind).validate_python(value)
+    except (ValidationError, ValueError):
+        raise ConfigError(name, value, f"{allowed_values(FIELDS[name])} ({source})") from None
 
 
 def preset_paths() -> dict[str, Path]:

@@ -1,14 +1,15 @@
 """Board protocols (DESIGN §10): the budget at which agents are compared, fixed in a versioned file.
 
-A protocol (``protocols/<name>.yaml``) sets run settings — steps, prompts × group size, optimiser
-passes per rollout batch, eval instances per benchmark — plus the seeds and judge profiles of a
-board. A run made under a protocol records its name and version; its settings can then not be
+A protocol (``protocols/<name>.yaml``, described by ``protocol.schema.json``) sets run settings —
+steps, prompts × group size, optimiser passes per rollout batch, eval instances per benchmark — plus
+the judge profiles of a board and what a complete board holds (``Protocol.cells``, the one source of
+completeness). A run made under a protocol records its name and version; its settings can then not be
 overridden, and ``publish`` refuses runs made under another protocol (or an older version of it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,21 +18,24 @@ from typing import Any
 from ..catalog import catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
 from ..hashing import stable_hash
+from ..tasks.schema import load_schema, schema_problems
 from ..tasks.yamlio import line_of, load_yaml
 
-PROTOCOL_SETTINGS = ("steps", "groups_per_step", "group_size", "mu", "eval_instances")
-"""The run settings a protocol fixes."""
+SCHEMA = Path(__file__).with_name("protocol.schema.json")
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """A named, versioned comparison budget."""
+    """A named, versioned comparison budget, and what a complete board under it holds."""
 
     name: str
     version: int
     settings: dict[str, int]
-    seeds: int
+    seeds: int  # seeds of every cell under the main profile
     noise: tuple[str, ...]
+    main: str = "realistic"  # every preset runs under it
+    other_seeds: int = 3  # seeds of the cells under the other profiles
+    core: tuple[str, ...] = ()  # the agents run under every profile
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -47,7 +51,14 @@ class Protocol:
                 raise ConfigError(key, settings.get(key), f"{value}, the budget of protocol {self.id}",
                                   f"Drop --{key.replace('_', '-')} or run without --protocol.")
 
+    def cells(self, presets: Sequence[str]) -> list[tuple[str, str, int]]:
+        """(agent, judge profile, seeds) of a complete board: every preset under the main profile,
+        the core agents under every other one. The single source of completeness."""
+        return [(a, self.main, self.seeds) for a in presets] + [
+            (a, n, self.other_seeds) for n in self.noise if n != self.main for a in self.core if a in presets]
+
     def fingerprint(self) -> str:
+        """What a run's budget depends on (the board's completeness fields do not change a run)."""
         return stable_hash({"name": self.name, "version": self.version, "settings": self.settings,
                             "seeds": self.seeds, "noise": list(self.noise)})
 
@@ -72,27 +83,12 @@ def load_protocol(spec: str) -> Protocol:
 @lru_cache(maxsize=16)
 def _load(path: Path) -> Protocol:
     data, lines = load_yaml(path)
-    where = {"file": str(path)}
-    if not isinstance(data, Mapping):
-        raise SpecError("expected a mapping", line=1, **where)
-    allowed = {"name", "version", "description", "settings", "seeds", "noise"}
-    for key in sorted(set(data) - allowed):
-        raise SpecError(f"unknown field; allowed: {sorted(allowed)}", line=line_of(lines, key), field=key, **where)
-    for key in ("version", "settings", "seeds", "noise"):
-        if key not in data:
-            raise SpecError("missing required field", field=key, **where)
-    settings = data["settings"]
-    if not isinstance(settings, Mapping) or set(settings) != set(PROTOCOL_SETTINGS):
-        raise SpecError(f"expected exactly the settings {list(PROTOCOL_SETTINGS)}", line=line_of(lines, "settings"),
-                        field="settings", **where)
-    for key, value in settings.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "eval_instances" else 1):
-            raise SpecError(f"expected a positive integer, got {value!r}", line=line_of(lines, "settings"),
-                            field=f"settings.{key}", **where)
-    if isinstance(data["seeds"], bool) or not isinstance(data["seeds"], int) or data["seeds"] < 1:
-        raise SpecError(f"expected a positive integer, got {data['seeds']!r}", line=line_of(lines, "seeds"), field="seeds", **where)
-    noise = data["noise"]
-    if not isinstance(noise, list) or not noise or not all(isinstance(n, str) for n in noise):
-        raise SpecError("expected a list of judge profile names", line=line_of(lines, "noise"), field="noise", **where)
-    return Protocol(str(data.get("name", path.stem)), int(data["version"]), dict(settings), int(data["seeds"]),
-                    tuple(noise), str(data.get("description", "")), path)
+    problems = schema_problems(data, load_schema(SCHEMA), file=str(path), lines=lines)
+    if not problems and data["main"] not in data["noise"]:
+        problems.append(SpecError(f"expected one of the board's profiles {data['noise']}", file=str(path),
+                                  line=line_of(lines, "main"), field="main"))
+    if problems:
+        raise problems[0]
+    return Protocol(str(data.get("name", path.stem)), data["version"], dict(data["settings"]), data["seeds"],
+                    tuple(data["noise"]), data["main"], data["other_seeds"], tuple(data["core"]),
+                    str(data.get("description", "")), path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,13 @@ import numpy as np
 from scipy.special import expit, logit
 
 from ..catalog import catalog_files, catalog_roots
-from ..errors import SpecError, UnknownNameError
-from ..tasks.model import CATEGORIES
-from ..tasks.yamlio import line_of, load_yaml
+from ..errors import UnknownNameError
+from ..tasks.schema import load_schema, schema_problems
+from ..tasks.yamlio import Location, load_yaml
 
 _HERMITE = np.polynomial.hermite_e.hermegauss(64)
+SCHEMA = Path(__file__).with_name("noise_profile.schema.json")
+"""The profile format (fields, types, ranges): ``graders/*.yaml`` files are checked against it."""
 
 
 @dataclass(frozen=True)
@@ -52,36 +54,16 @@ class NoiseProfile:
     description: str = ""
 
     def __post_init__(self) -> None:
-        for table in ("false_positive", "false_negative"):
-            rates = getattr(self, table)
-            if not isinstance(rates, Mapping) or set(rates) != set(CATEGORIES):
-                raise SpecError(f"expected a rate for each of {list(CATEGORIES)}", field=table)
-            for category, rate in rates.items():
-                if not isinstance(rate, (int, float)) or not 0.0 <= rate < 0.5:
-                    raise SpecError(f"expected a rate in [0, 0.5), got {rate!r}", field=f"{table}.{category}")
-        for name, low, high in (
-            ("leniency_sd", 0, 5), ("length_bias", -5, 5), ("persistent_share", 0, 1), ("invalid_rate", 0, 0.5),
-            ("gross_error_rate", 0, 0.5), ("gross_flip", 0, 1), ("cost", 0, 1e6),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-                raise SpecError(f"expected a number in [{low}, {high}], got {value!r}", field=name)
-        for name, low in (("reference_words", 1), ("likert_levels", 0), ("max_retries", 0), ("judge_seed", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise SpecError(f"expected an integer >= {low}, got {value!r}", field=name)
-        if self.likert_levels == 1:
-            raise SpecError("expected 0 (continuous) or at least 2 levels", field="likert_levels")
+        problems = schema_problems(self.to_dict(), load_schema(SCHEMA))
+        if problems:
+            raise problems[0]
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> NoiseProfile:
-        allowed = {f.name for f in fields(cls)} | {"kind"}
-        unknown = sorted(set(raw) - allowed)
-        if unknown:
-            raise SpecError(f"unknown field(s) {unknown}; allowed: {sorted(allowed)}", field=unknown[0])
-        for key in ("name", "false_positive", "false_negative"):
-            if key not in raw:
-                raise SpecError("missing required field", field=key)
+    def from_dict(cls, raw: Mapping[str, Any], *, file: str | None = None, lines: Location | None = None) -> NoiseProfile:
+        """A profile from a parsed YAML mapping; the first problem names the file, line and field."""
+        problems = schema_problems(raw, load_schema(SCHEMA), file=file, lines=lines)
+        if problems:
+            raise problems[0]
         return cls(**{k: v for k, v in raw.items() if k != "kind"})
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,12 +136,7 @@ def _profile_paths_under(roots: tuple[Path, ...]) -> dict[str, Path]:
 @lru_cache(maxsize=64)
 def _load_profile_file(path: Path) -> NoiseProfile:
     data, lines = load_yaml(path)
-    if not isinstance(data, Mapping):
-        raise SpecError("expected a mapping at the top level", file=str(path), line=1)
-    try:
-        return NoiseProfile.from_dict(data)
-    except SpecError as exc:
-        raise exc.located(file=str(path), line=line_of(lines, exc.field)) from None
+    return NoiseProfile.from_dict(data, file=str(path), lines=lines)
 
 
 def load_profile(name_or_path: str | Path | NoiseProfile) -> NoiseProfile:

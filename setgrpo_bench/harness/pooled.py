@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta as beta_dist
+from scipy.stats import binomtest
 
 RATES = {  # rate: (events, trials) — w.r.t. the reference grader and the true score
     "coverage_ref": ("n_covered_ref", "n_audited"),
@@ -32,11 +32,9 @@ SUMS = sorted({k for pair in RATIOS.values() for k in pair})
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact binomial confidence interval for k successes in n trials."""
-    tail = (1 - level) / 2
-    low = 0.0 if k == 0 else float(beta_dist.ppf(tail, k, n - k + 1))
-    high = 1.0 if k == n else float(beta_dist.ppf(1 - tail, k + 1, n - k))
-    return low, high
+    """Exact (Clopper–Pearson) confidence interval for k successes in n ≥ 1 trials (scipy's binomtest)."""
+    interval = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
+    return float(interval.low), float(interval.high)
 
 
 def pool(totals: Mapping[str, float], means: Mapping[str, float | None] | None = None) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
 from ..hashing import stable_hash
 from ..policy import load_policy
-from ..policy.engine import RolloutEngine
 from ..policy.embedded import cache_root
+from ..policy.engine import RolloutEngine
 from .allocator import keep_freed_memory
 from .engines import make_engine
 from .evaluation import evaluate

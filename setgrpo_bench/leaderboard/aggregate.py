@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.stats import bootstrap
 
 
 def mean_se(values: np.ndarray) -> tuple[float, float]:
@@ -28,18 +29,19 @@ def macro_se(ses: Sequence[float]) -> float:
 
 def bootstrap_ci(per_seed: np.ndarray, columns: Sequence[int], *, rng: np.random.Generator, n_boot: int = 2000,
                  level: float = 0.95) -> tuple[float, float]:
-    """Percentile CI of the mean over ``columns`` (benchmarks) of the seed-mean, resampling seeds.
+    """Percentile CI of the mean over ``columns`` (benchmarks) of the seed-mean, resampling seeds
+    (``scipy.stats.bootstrap``). Resampling a seed resamples all its benchmarks together, so the
+    statistic is the mean of the seeds' own means over ``columns``.
 
-    ``per_seed`` has shape (S, K). With one seed the interval is the point itself.
+    ``per_seed`` has shape (S, K). With one seed, or seeds that agree exactly, the interval is the point.
     """
-    data = np.asarray(per_seed, dtype=float)[:, list(columns)]
-    if data.shape[0] == 1:
-        point = float(data.mean())
+    per_seed_mean = np.asarray(per_seed, dtype=float)[:, list(columns)].mean(axis=1)
+    if per_seed_mean.size == 1 or np.ptp(per_seed_mean) == 0:
+        point = float(per_seed_mean.mean())
         return point, point
-    picks = rng.integers(data.shape[0], size=(n_boot, data.shape[0]))
-    stats = data[picks].mean(axis=1).mean(axis=1)
-    tail = (1 - level) / 2
-    return float(np.quantile(stats, tail)), float(np.quantile(stats, 1 - tail))
+    result = bootstrap((per_seed_mean,), np.mean, n_resamples=n_boot, confidence_level=level, method="percentile",
+                       random_state=rng)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def aggregate_seeds(per_seed: np.ndarray, judge_per_seed: np.ndarray, benchmarks: Sequence[str],

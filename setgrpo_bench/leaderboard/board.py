@@ -8,6 +8,7 @@ import base64
 import html
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import __version__  # noqa: E402
+from ..agents.protocol import Protocol  # noqa: E402
 from .submission import check_submission  # noqa: E402
 
 RESULTS = "results"
@@ -44,20 +46,11 @@ def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str,
     return accepted, rejected
 
 
-CORE_AGENTS = ("grpo", "setgrpo", "dr_grpo", "dapo", "grpo_kavg", "setgrpo-no-gate")
-"""The agents the board runs under every judge profile of its protocol (the others: under `realistic`).
-The oracle is not among them: it trains on the true score, so its policy is the same under every judge
-(a test checks it), and its run under the main profile is the ceiling for all of them."""
-
-
-def missing_cells(frame: pd.DataFrame, presets: list[str], profiles: list[str], *, main: str = "realistic",
-                  seeds_main: int = 5, seeds_other: int = 3) -> list[str]:
-    """What a complete board lacks: every preset (the oracle included) with ``seeds_main`` seeds under the
-    ``main`` profile, and every core agent with ``seeds_other`` seeds under every other profile (empty when complete)."""
+def missing_cells(frame: pd.DataFrame, presets: Sequence[str], protocol: Protocol) -> list[str]:
+    """What a complete board under ``protocol`` lacks (``Protocol.cells``; empty when complete)."""
     have = {(a, n): k for a, n, k in zip(frame["agent"], frame["noise"], frame["seeds"])} if not frame.empty else {}
-    wanted = [(a, main, seeds_main) for a in presets] + [
-        (a, n, seeds_other) for n in profiles if n != main for a in CORE_AGENTS if a in presets]
-    return [f"{a} under {n}: {have.get((a, n), 0)} of {k} seeds" for a, n, k in wanted if have.get((a, n), 0) < k]
+    return [f"{a} under {n}: {have.get((a, n), 0)} of {k} seeds" for a, n, k in protocol.cells(presets)
+            if have.get((a, n), 0) < k]
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,3 +65,35 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
         written.append(target)
     build_board(board)
     return written
+
+
+PUBLISH_TIME_FIELDS = ("date", "git_hash")
+"""Fields that record when and from which checkout an entry was published, not what its runs say."""
+
+
+def entry_runs(submission: dict[str, Any], runs_root: str | Path) -> list[Path]:
+    """The run folders of a board entry under ``runs_root`` (``<noise>/<agent>/seed<k>/``)."""
+    folder = Path(runs_root) / submission["suite"]["noise"] / submission["agent"]
+    return [folder / f"seed{seed}" for seed in submission["seeds"]]
+
+
+def rebuild_entry(submission: dict[str, Any], runs_root: str | Path) -> dict[str, Any]:
+    """The entry its runs under ``runs_root`` give today (same name and command; date and git hash of
+    now): every aggregate is re-derived from the runs' files."""
+    return make_submission(entry_runs(submission, runs_root), name=submission["name"], command=submission.get("command"))
+
+
+def entry_differences(shipped: Any, rebuilt: Any, prefix: str = "", *, rel: float = 1e-9) -> list[str]:
+    """Fields where two entries differ (publish-time fields aside), as dotted paths. Numbers agree
+    within ``rel`` (another scipy's root finder moves an exact interval in its 13th digit; an
+    aggregation slip moves it in the 2nd)."""
+    if isinstance(shipped, dict) and isinstance(rebuilt, dict):
+        return [d for key in sorted(set(shipped) | set(rebuilt)) if prefix or key not in PUBLISH_TIME_FIELDS
+                for d in entry_differences(shipped.get(key), rebuilt.get(key), f"{prefix}{key}.", rel=rel)]
+    if isinstance(shipped, list) and isinstance(rebuilt, list) and len(shipped) == len(rebuilt):
+        return [d for i, (a, b) in enumerate(zip(shipped, rebuilt))
+                for d in entry_differences(a, b, f"{prefix}{i}.", rel=rel)]
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (shipped, rebuilt))
+    if numbers and math.isclose(shipped, rebuilt, rel_tol=rel, abs_tol=rel):
+        return []
+    return [] if shipped == rebuilt else [prefix.rstrip(".")]

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ConfigError, SpecError
 from .benchmark import SPLITS, Benchmark
 from .model import TaskInstance
-from .spec_checks import FILE_KEYS, common_problems
+from .spec_checks import file_problems
 from .yamlio import line_of, read_jsonl
 
 
@@ -58,10 +58,7 @@ class FileBenchmark(Benchmark):
     (one file per split)."""
 
     def __init__(self, spec: Mapping[str, Any], root: Path, source: str | None = None, lines: Mapping[str, int] | None = None):
-        problems = common_problems(spec, FILE_KEYS)
-        if ("tasks" in spec) == ("files" in spec):
-            problems.append(SpecError("expected exactly one of 'tasks' or 'files'", field="tasks"))
-        for problem in problems:
+        for problem in file_problems(spec):
             raise problem.located(file=source, line=line_of(dict(lines or {}), problem.field))
         self.name, self.domain = spec["name"], spec["domain"]
         self.description = spec.get("description", "")
