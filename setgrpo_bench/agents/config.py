@@ -151,8 +151,8 @@ class ObjectiveSettings:
     epsilon_high: float = _f(0.2, "upper clip range ε_high (DAPO uses 0.28)", ge=0)
     beta: float = _f(0.0, "k3 KL coefficient to the initial policy (0: no reference model)", ge=0)
     normalise_over: Annotated[str, AfterValidator(_one_of("loss normaliser", NORMALISERS))] = _f(
-        "accepted", "loss mean over 'accepted' responses, or the whole 'batch' (rejected responses count as zeros: "
-        "fewer accepted groups, a smaller step)")
+        "batch", "loss mean over every response of the 'batch' (TRL's: zero-coefficient and rejected responses count "
+        "as zeros, so fewer informative groups make a smaller step) or over the 'accepted' responses only")
 
 
 @dataclass(config=_STRICT)
