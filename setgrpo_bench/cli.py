@@ -15,9 +15,13 @@ from rich.table import Table
 from .catalog import add_catalog
 from .envs import load_env_benchmark, register_catalog, registered_env_ids
 from .errors import SetgrpoBenchError
+from .harness.rundir import RunLockedError
 from .tasks.benchmark import SPLITS
-from .tasks.loading import validate_benchmark
+from .tasks.loading import benchmark_warnings, validate_benchmark
 
+LOCKED = 3
+"""Exit status of a run refused because another process writes its folder (``sweep`` does not retry it:
+``harness.sweep.LOCKED``)."""
 console = Console(soft_wrap=True)  # messages stay whole lines when piped or in a narrow terminal
 
 
@@ -64,6 +68,8 @@ def _envs_validate(args: argparse.Namespace) -> int:
                 console.print(f"  {problem}", markup=False)
         else:
             console.print(f"[green]✓ {path}[/]")
+            for warning in benchmark_warnings(path):
+                console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
     return 1 if failed else 0
 
 
@@ -145,7 +151,7 @@ def _sweep(args: argparse.Namespace) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
     result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, backend=backend,
-                   console=console)
+                   threads=args.threads, console=console)
     failed = sum(r["status"] == "failed" for r in result)
     console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
     return 1 if failed else 0
@@ -202,7 +208,7 @@ def _serve_judge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_overrides(parser: argparse.ArgumentParser, agent: str) -> None:
+def _add_overrides(parser: argparse.ArgumentParser, agent: str, *, skip: tuple[str, ...] = ()) -> None:
     """One flag per config field, grouped by component; the defaults shown are those of ``agent``. (Built by
     hand: transformers' ``HfArgumentParser`` would do it from the dataclasses, but importing it takes
     0.49 s, as long as the whole ``--help`` without it.)"""
@@ -216,7 +222,7 @@ def _add_overrides(parser: argparse.ArgumentParser, agent: str) -> None:
     for group_name, group in GROUPS.items():
         overrides = parser.add_argument_group(f"overrides of the preset: {group_name} ({group.__doc__.rstrip('.')})")
         for name, f in group.__pydantic_fields__.items():
-            if name != "agent":
+            if name != "agent" and name not in skip:
                 shown = preset.get(name, f.default)
                 overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
                                        help=f"{f.description} (default for {agent}: {shown!r})".replace("%", "%%"))
@@ -258,7 +264,7 @@ def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
     from .agents.presets import preset_paths
 
     parser = commands.add_parser("sweep", help="run every (agent, judge profile, seed), resumable, in parallel processes",
-                                 parents=[_catalog_flag()])
+                                 parents=[_catalog_flag()], allow_abbrev=False)  # --seed is not --seeds
     parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: " + ", ".join(sorted(preset_paths())))
     parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
     parser.add_argument("--jobs", type=int, default=1, help="local backend: runs at once (each gets cores / jobs threads)")
@@ -267,8 +273,8 @@ def _add_sweep_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--address", help="ray: the cluster to join (default: a local Ray started for the sweep)")
     parser.add_argument("--cpus-per-run", type=int, default=1, help="ray: CPUs (and torch threads) of each run")
     parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
-    parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<agent>/seed<k>/")
-    _add_overrides(parser, "grpo")
+    parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<noise>/<agent>/seed<k>/")
+    _add_overrides(parser, "grpo", skip=("seed",))  # seeds come from --seeds; --noise takes a comma-separated list
     parser.set_defaults(func=_sweep)
 
 
@@ -375,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except SetgrpoBenchError as exc:
         console.print(f"[red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
-        return 2
+        return LOCKED if isinstance(exc, RunLockedError) else 2
 
 
 if __name__ == "__main__":

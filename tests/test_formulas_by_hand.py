@@ -13,7 +13,7 @@ from scipy.stats import binom
 
 from setgrpo_bench.agents import setgrpo_math as sm
 from setgrpo_bench.graders import NoiseProfile, RubricGrader
-from setgrpo_bench.harness.evaluation import aggregate
+from setgrpo_bench.harness.averages import aggregate
 from setgrpo_bench.harness.pooled import clopper_pearson, pool, pool_seeds, summarise_diagnostics
 from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance
 from setgrpo_bench.tasks.checks import build_check
@@ -182,3 +182,88 @@ def test_a_calls_leniency_moves_its_criteria_together():
     assert both_fp > 1.3 * float(weights @ fp) ** 2 and mixed < 0.7 * float(weights @ fn) * float(weights @ fp)
     assert binomial_ok(int((wrong[:, 0] & wrong[:, 1]).sum()), n, both_fp)
     assert binomial_ok(int((wrong[:, 0] & wrong[:, 2]).sum()), n, mixed)
+
+
+def test_the_threshold_grid_picks_the_ceiling_rank_at_each_level():
+    """Ten D1 scores, levels 15%, 25%, 50%, 100%: accept ⌈0.15·10⌉ = 2, 3, 5, 10 groups, so τ are the
+    2nd, 3rd, 5th and 10th highest scores."""
+    scores = np.array([0.31, 0.9, 0.12, 0.77, 0.5, 0.66, 0.05, 0.83, 0.44, 0.21])
+    grid = sm.threshold_grid(scores, np.array([0.15, 0.25, 0.5, 1.0]))
+    assert grid.tolist() == [0.83, 0.77, 0.5, 0.05]
+
+
+def _stepped_agent(**changes):
+    from test_setgrpo_agent import _agent, _groups
+
+    agent, harness = _agent(np.random.default_rng(0), **changes)
+    harness.audit_rng = np.random.default_rng(11)
+    rewards = np.random.default_rng(1).uniform(size=(16, 6))
+    return harness.step(agent, _groups(rewards, np.full_like(rewards, 0.15)), update=False)
+
+
+def test_a_steps_reference_statistics_count_by_hand():
+    """Coverage of a* by the box of radius q·σ (q = 4: the box of radius σ covers none of these), and
+    reversals counted over the audited groups the gate accepted only (q = 1.5: half of them)."""
+    decision = _stepped_agent(calibrate=False, fixed_q=4.0)
+    audited = [r for r in decision.records if r.a_ref is not None]
+    covered = [bool(np.all(np.abs(r.a_ref - r.a_hat) <= 4.0 * r.sigma + 1e-9)) for r in audited]
+    assert decision.stats["n_covered_ref"] == sum(covered) > 0 and decision.stats["n_audited"] == len(audited)
+    assert not any(np.all(np.abs(r.a_ref - r.a_hat) <= r.sigma + 1e-9) for r in audited)
+    decision = _stepped_agent(calibrate=False, fixed_q=1.5)
+    audited = [r for r in decision.records if r.a_ref is not None]
+    accepted = [r for r in audited if r.accepted]
+    assert 0 < len(accepted) < len(audited)
+    assert decision.stats["n_audited_accepted"] == len(accepted)
+    assert decision.stats["n_reversed_ref"] == sum(float(r.executed @ r.gram @ r.a_ref) < 0 for r in accepted)
+
+
+def test_true_score_diagnostics_by_hand():
+    """Coverage of a_true by the box, reversal of the *executed* vector against a_true over accepted
+    groups, and the share of GRPO's true-aligned progress Σ cᵀKa_true / Σ âᵀKa_true that is kept."""
+    from setgrpo_bench.agents.base import GroupRecord
+    from setgrpo_bench.agents.coefficients import grpo_coefficients
+    from setgrpo_bench.harness.diagnostics import true_score_diagnostics
+
+    true = np.array([[0.1, 0.5, 0.9], [0.8, 0.2, 0.3]])
+    a_true = [grpo_coefficients(row) for row in true]
+    gram = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 1.5]])
+    valid = np.ones(3, bool)
+    records = [GroupRecord(0, valid, a_hat=np.array([-1.0, 0.2, 0.8]), sigma=np.ones(3), rho=np.full(3, 0.5), gram=gram,
+                           executed=np.array([-0.4, 0.1, 0.3]), score=0.4, certifiable=True, accepted=True),
+               GroupRecord(1, valid, a_hat=np.array([0.9, -0.6, -0.3]), sigma=np.ones(3), rho=np.full(3, 0.1), gram=gram,
+                           executed=np.array([-0.5, 0.2, 0.3]), score=0.2, certifiable=True, accepted=True)]
+    out = true_score_diagnostics(records, true, std_floor=0.05)
+    kept = sum(float(r.executed @ gram @ a) for r, a in zip(records, a_true))
+    full = sum(float(r.a_hat @ gram @ a) for r, a in zip(records, a_true))
+    assert out["alignment_executed_true"] == pytest.approx(kept) and out["alignment_grpo_true"] == pytest.approx(full)
+    assert out["retained_alignment"] == pytest.approx(kept / full)
+    assert out["n_reversed_true"] == 1 and out["reversal_true"] == 0.5  # the second executed vector opposes a_true
+    covered = [bool(np.all(np.abs(a - r.a_hat) <= r.rho + 1e-9)) for r, a in zip(records, a_true)]
+    assert out["n_covered_true"] == sum(covered)
+
+
+def test_likert_scores_round_to_the_nearest_level():
+    """True score 0.7 on a 5-level scale (0, .25, .5, .75, 1) is reported as 0.75 (0.5 if it were floored)."""
+    profile = NoiseProfile("likert", false_positive=dict.fromkeys(CATEGORIES, 0.0),
+                           false_negative=dict.fromkeys(CATEGORIES, 0.0), likert_levels=5)
+    rubric = tuple(Criterion(f"c{i}", f"c{i}", p, "important", check=build_check({"type": "keyword_any", "terms": [f"k{i}"]}))
+                   for i, p in enumerate((3, 4, 3)))
+    task = TaskInstance("likert", "prompt", rubric)
+    grade = RubricGrader(profile).grade(task, "k0 k1", np.random.default_rng(0))
+    assert grade.true_score == pytest.approx(0.7) and grade.score == 0.75
+
+
+def test_the_judges_spread_uses_the_stated_rate_of_each_observed_verdict():
+    """σ_judge = √(Σ w_j² r_j(1 − r_j)), r_j the false-positive rate where the verdict says met and the
+    false-negative rate where it says not met (w_j = points / Σ positive points)."""
+    profile = NoiseProfile("asym", false_positive=dict.fromkeys(CATEGORIES, 0.1),
+                           false_negative=dict.fromkeys(CATEGORIES, 0.3))
+    rubric = tuple(Criterion(f"c{i}", f"c{i}", p, "important", check=build_check({"type": "keyword_any", "terms": [f"k{i}"]}))
+                   for i, p in enumerate((1, 2, 3)))
+    task = TaskInstance("spread", "prompt", rubric)
+    grades = RubricGrader(profile).grade_group(task, ["k0 k2"] * 50, np.random.default_rng(3))
+    w = np.array([1, 2, 3]) / 6
+    for g in grades:
+        r = np.where(g.verdicts, 0.1, 0.3)
+        assert g.spread == pytest.approx(float(np.sqrt((w**2 * r * (1 - r)).sum())))
+    assert len({g.spread for g in grades}) > 1  # the verdicts differ between calls, and so do the spreads

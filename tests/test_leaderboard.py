@@ -194,7 +194,7 @@ def test_shipped_board_is_valid_complete_and_up_to_date(tmp_path):
     invalidates it here)."""
     shipped = Path(__file__).resolve().parents[1] / "leaderboard"
     shutil.copytree(shipped / "results", tmp_path / "results")
-    frame, rejected = build_board(tmp_path)
+    frame, rejected = build_board(tmp_path, runs=shipped / "runs")
     assert rejected == []
     submissions, _ = load_board(tmp_path)
     protocol = load_protocol("board-v1")
@@ -207,7 +207,7 @@ def test_every_shipped_entry_is_rebuilt_from_its_runs():
     """Each entry of leaderboard/results equals what ``publish`` makes today from its runs in
     leaderboard/runs (publish-time fields aside): every aggregate on the board is reproduced."""
     from setgrpo_bench.harness.rundir import read_json
-    from setgrpo_bench.leaderboard.publishing import entry_differences, rebuild_entry
+    from setgrpo_bench.leaderboard.verify import entry_differences, rebuild_entry
 
     shipped = Path(__file__).resolve().parents[1] / "leaderboard"
     entries = sorted((shipped / "results").glob("*.json"))
@@ -219,7 +219,7 @@ def test_every_shipped_entry_is_rebuilt_from_its_runs():
 
 
 def test_entry_differences_ignore_publish_time_and_rounding_only():
-    from setgrpo_bench.leaderboard.publishing import entry_differences
+    from setgrpo_bench.leaderboard.verify import entry_differences
 
     entry = {"macro": {"true_score": 0.5, "true_score_ci": [0.4, 0.6]}, "seeds": [0, 1], "date": "x", "git_hash": "a"}
     assert entry_differences(entry, {**entry, "date": "y", "git_hash": "b"}) == []

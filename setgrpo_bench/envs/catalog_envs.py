@@ -5,11 +5,11 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ..catalog import catalog_files, catalog_roots
-from ..errors import UnknownNameError
+from ..catalog import builtin_root, catalog_files, catalog_roots
+from ..errors import SpecError, UnknownNameError
 from ..tasks.benchmark import Benchmark
 from ..tasks.loading import load_benchmark
-from ..tasks.yamlio import load_yaml
+from ..tasks.yamlio import line_of, load_yaml
 
 _registered: dict[str, Benchmark] = {}
 
@@ -21,11 +21,20 @@ def benchmark_paths() -> dict[str, Path]:
 
 @lru_cache(maxsize=8)
 def _benchmark_paths(roots: tuple[Path, ...]) -> dict[str, Path]:
+    """Later catalogs override earlier ones by name, except that a built-in benchmark is replaced only
+    by a spec that says so (``replaces: <Name>``): a user folder never shadows one silently."""
+    builtin = builtin_root() / "envs"
     paths: dict[str, Path] = {}
     for path in catalog_files("envs", "*/benchmark.yaml") + catalog_files("envs", "*.yaml"):
-        data, _ = load_yaml(path)
-        name = data.get("name") if isinstance(data, dict) else None
-        paths[str(name or path.parent.name)] = path
+        data, lines = load_yaml(path)
+        name = str((data.get("name") if isinstance(data, dict) else None) or path.parent.name)
+        shadowed = paths.get(name)
+        if shadowed is not None and shadowed.is_relative_to(builtin) and not path.is_relative_to(builtin):
+            if not (isinstance(data, dict) and data.get("replaces") == name):
+                raise SpecError(f"{name} is a built-in benchmark ({shadowed}); this spec would replace it. Rename it, "
+                                f"or add 'replaces: {name}' to replace the built-in on purpose",
+                                file=str(path), line=line_of(lines, "name"), field="name")
+        paths[name] = path
     return paths
 
 

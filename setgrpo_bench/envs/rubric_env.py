@@ -96,8 +96,7 @@ class RubricEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self.task is None:
             raise ResetNeeded("call reset() before step(): each episode is one prompt and one response")
-        if not isinstance(action, str):
-            raise TypeError(f"the action is the response text (str), got {type(action).__name__}")
+        self._check_response(action)
         grade = self.grader.grade(self.task, action, self.np_random)
         info = {**self._task_info(), **grade.info(tuple(c.id for c in self.task.rubric))}
         self._last = (action, grade)
@@ -112,7 +111,25 @@ class RubricEnv(gym.Env[str, str]):
         if isinstance(task, str):
             name, split, index = _parse_task_id(task, self.benchmark.name)
             task = self.benchmark.instance(split, index)
-        return self.grader.grade_group(task, list(responses), self.np_random if rng is None else rng)
+        if isinstance(responses, str):
+            raise ConfigError("responses", responses[:40], "a sequence of response texts (a group), not one str")
+        responses = list(responses)
+        for response in responses:
+            self._check_response(response)
+        return self.grader.grade_group(task, responses, self.np_random if rng is None else rng)
+
+    def _check_response(self, response: object) -> None:
+        """A response is text the action space holds: a ``str`` of at most its length, valid Unicode."""
+        if not isinstance(response, str):
+            raise ConfigError("response", type(response).__name__, "the response text (a str)")
+        if not self.action_space.contains(response):
+            raise ConfigError("response", f"<{len(response)} characters>",
+                              f"at most {self.action_space.max_length} characters (the action space's limit)")
+        try:
+            response.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ConfigError("response", response[max(exc.start - 10, 0): exc.end + 10],
+                              f"valid Unicode text (character {exc.start} is a lone surrogate)") from None
 
     def judge_error_rates(self, task: TaskInstance) -> tuple[np.ndarray, np.ndarray] | None:
         """The judge's stated (false-positive, false-negative) rate per criterion of ``task``, or None

@@ -3,6 +3,7 @@
 from ..lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".evaluation": ["aggregate", "evaluate"],
+    ".averages": ["aggregate"],
+    ".evaluation": ["evaluate"],
     ".runner": ["TrainingStopped", "run"],
 })

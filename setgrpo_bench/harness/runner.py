@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +28,21 @@ from .engines import make_engine
 from .evaluation import evaluate
 from .pooled import summarise_diagnostics
 from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
-from .rundir import RunDir, read_json, write_json
-from .suite import make_envs, suite_fingerprint
+from .rundir import (
+    CONFIG,
+    EVAL,
+    EVAL_INITIAL,
+    MANIFEST,
+    METRICS,
+    TIMINGS,
+    RunDir,
+    RunDirError,
+    checksum_problems,
+    metrics_problems,
+    read_json,
+    write_json,
+)
+from .suite import make_envs, suite_fingerprint, suite_parts
 from .sweep import available_cores
 from .trainer import Trainer, charge_warmup
 from .update import NonFiniteLossError
@@ -38,10 +53,19 @@ class TrainingStopped(SetgrpoBenchError):
 
 
 def save_checkpoint(rundir: RunDir, trainer: Trainer, step: int) -> None:
+    """Weights, tokenizer and trainer state of ``step``, committed only when complete (a failed write,
+    e.g. a full disk, leaves the previous checkpoints as they were)."""
     staging = rundir.new_checkpoint_folder(step)
-    trainer.policy.model.save_pretrained(staging)
-    trainer.policy.tokenizer.save_pretrained(staging)
-    torch.save({"step": step, "trainer": trainer.state_dict()}, staging / "trainer_state.pt")
+    try:
+        trainer.policy.model.save_pretrained(staging)
+        trainer.policy.tokenizer.save_pretrained(staging)
+        torch.save({"step": step, "trainer": trainer.state_dict()}, staging / "trainer_state.pt")
+    except (OSError, RuntimeError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        free = shutil.disk_usage(rundir.root).free / 2**20
+        raise RunDirError(f"cannot write the checkpoint of step {step} in {rundir.checkpoints} ({type(exc).__name__}: "
+                          f"{str(exc)[:120]}; {free:.0f} MB free on that disk). Free some space and run again with "
+                          "--resume: the previous checkpoint is intact") from None
     rundir.commit_checkpoint(staging, step)
 
 
@@ -54,6 +78,9 @@ def load_checkpoint(folder: Path, trainer: Trainer) -> int:
     for name in ("config.json", "model.safetensors", "trainer_state.pt"):
         if not (folder / name).is_file():
             raise CheckpointError(f"{folder / name} is missing")
+    damaged = checksum_problems(folder)
+    if damaged:
+        raise CheckpointError("; ".join(damaged))
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")
         state = torch.load(folder / "trainer_state.pt", weights_only=False)
@@ -104,54 +131,101 @@ def run(
     console = console or Console()
     keep_freed_memory()
     rundir = RunDir(out)
+    with rundir.lock():
+        return _run(config, rundir, resume=resume, overwrite=overwrite, console=console, on_step=on_step)
+
+
+def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, console: Console,
+         on_step: Callable[[int, dict[str, Any]], None] | None) -> dict[str, Any]:
     resumed = rundir.prepare(config, resume=resume, overwrite=overwrite)
-    torch.set_num_threads(config.rollout.threads or available_cores())
+    set_threads(config.rollout.threads)
     envs = make_envs(config)
     policy = load_policy(config.rollout.policy, config.rollout.device)
     trainer = Trainer(config, policy, envs)
     start = 0
-    if not resumed:
-        write_json(rundir.root / "config.json", {
+    if resumed:
+        _update_steps(rundir, config, console)
+        start = resume_from(rundir, trainer, console)
+    else:
+        write_json(rundir.root / CONFIG, {
             "config": config.to_dict(), "package_version": __version__, "policy": policy.name,
-            "policy_hash": policy.fingerprint(), "suite_hash": suite_fingerprint(config),
+            "policy_hash": policy.fingerprint(), "suite_hash": suite_fingerprint(config), "suite_parts": suite_parts(config),
             "envs": [e.benchmark.name for e in envs], "domains": {e.benchmark.name: e.domain for e in envs},
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
             "oracle": config.grading.oracle,
         })
-    if resumed:
-        start = resume_from(rundir, trainer, console)
-    dropped = rundir.truncate_metrics(start)
+    dropped = rundir.keep_metrics(start)
     if dropped:
         console.print(f"[yellow]note:[/] the metrics of steps {dropped[0]}–{dropped[-1]} came after the checkpoint of "
                       f"step {start}; those steps are redone and their lines replaced", highlight=False, soft_wrap=True)
-    initial_path = rundir.root / "eval_initial.json"
+    initial_path = rundir.root / EVAL_INITIAL
     if initial_path.is_file():
         initial = read_json(initial_path)
     else:
         initial = _initial_evaluation(config, trainer.engine, envs, policy.fingerprint(), console)
         write_json(initial_path, initial)
+    t0 = time.perf_counter()
     _train(config, rundir, trainer, start, console, on_step)
+    t1 = time.perf_counter()
     final = _evaluation(config, trainer.engine, envs, "evaluating the trained policy", console)
-    metrics = rundir.metrics()
+    metrics = rundir.read_metrics()
+    problems = metrics_problems(metrics, config.run.steps)
+    if problems:  # the steps were written by this process: only outside damage gets here
+        raise RunDirError(f"{rundir.root / METRICS} does not record steps 1–{config.run.steps}: " + "; ".join(problems))
+    records = metrics.records
     result = {
         "agent": config.run.agent, "oracle": config.grading.oracle, "seed": config.run.seed, "steps": config.run.steps,
         "initial": initial, "final": final,
         "improvement_macro_true_score": final["macro_true_score"] - initial["macro_true_score"],
-        "grader_calls": sum(r["grader_calls"] for r in metrics),
-        "audit_calls": sum(r["audit_calls"] for r in metrics),
-        "grader_cost": sum(r.get("grader_cost", r["grader_calls"]) for r in metrics),
-        "train_seconds": sum(r["time_step"] for r in metrics),
-        "diagnostics": summarise_diagnostics(metrics),
+        "grader_calls": sum(r["grader_calls"] for r in records),
+        "audit_calls": sum(r["audit_calls"] for r in records),
+        "grader_cost": sum(r.get("grader_cost", r["grader_calls"]) for r in records),
+        "diagnostics": summarise_diagnostics(records),
     }
-    write_json(rundir.root / "eval.json", result)
+    write_json(rundir.root / EVAL, result)
+    write_json(rundir.root / TIMINGS, {  # measured, not computed: kept out of eval.json
+        "train_seconds": sum(r["time_step"] for r in records), "train_seconds_this_process": t1 - t0,
+        "final_eval_seconds": time.perf_counter() - t1, "threads": torch.get_num_threads(),
+    })
+    rundir.write_manifest()
     title = (f"{config.run.agent}, seed {config.run.seed}, {config.grading.noise} judge: "
              f"{_suite_title(config, [e.benchmark.name for e in envs])}")
-    plot_curves(metrics, result, rundir.root / "curve.png", title=title)
+    plot_curves(records, result, rundir.root / "curve.png", title=title)
     if result["diagnostics"]:
-        plot_setgrpo(metrics, rundir.root / "setgrpo.png", title=title, alpha_a=config.setgrpo.alpha_a,
+        plot_setgrpo(records, rundir.root / "setgrpo.png", title=title, alpha_a=config.setgrpo.alpha_a,
                      alpha=config.setgrpo.alpha)
     console.print(summary_table(result))
     return result
+
+
+def _update_steps(rundir: RunDir, config: TrainConfig, console: Console) -> None:
+    """``--resume --steps N``: the run now trains to N; its config says so (and so do we)."""
+    saved = read_json(rundir.root / CONFIG)
+    before = saved["config"]["steps"]
+    logged = max(rundir.read_metrics().steps(), default=0)
+    if config.run.steps < logged:
+        raise RunDirError(f"--steps {config.run.steps}: {rundir.root} has already trained {logged} steps; a run is not "
+                          "shortened (start a new one with --out, or pass --steps >= its steps)")
+    if before != config.run.steps:
+        saved["config"]["steps"] = config.run.steps
+        write_json(rundir.root / CONFIG, saved)
+        for stale in (EVAL, TIMINGS, MANIFEST):  # a result of the shorter run is no longer this run's
+            (rundir.root / stale).unlink(missing_ok=True)
+        console.print(f"[yellow]note:[/] {rundir.root} now trains for {config.run.steps} steps (it was configured for "
+                      f"{before}); {CONFIG} updated", highlight=False, soft_wrap=True)
+
+
+def set_threads(threads: int) -> int:
+    """torch's thread count: ``threads``, or (0) ``OMP_NUM_THREADS`` when it is set, else every core
+    this process may run on. Returns the count set."""
+    count = threads or _omp_threads() or available_cores()
+    torch.set_num_threads(count)
+    return count
+
+
+def _omp_threads() -> int:
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else 0
 
 
 def _suite_title(config: TrainConfig, names: list[str]) -> str:
@@ -216,7 +290,7 @@ def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | 
     """Held-out evaluation of any policy (e.g. one trained elsewhere, with TRL) exactly as ``run``
     evaluates its own: writes and returns ``<out>/eval.json``."""
     console = console or Console()
-    torch.set_num_threads(config.rollout.threads or available_cores())
+    set_threads(config.rollout.threads)
     envs = make_envs(config)
     policy = load_policy(config.rollout.policy, config.rollout.device)
     result = {"policy": str(config.rollout.policy), "policy_hash": policy.fingerprint(), "seed": config.run.seed,

@@ -85,3 +85,24 @@ def suite_fingerprint(config: TrainConfig) -> str:
         "noise": judge_fingerprint(config) if benchmarks else None,
         "eval_instances": config.run.eval_instances,
     })
+
+
+def suite_parts(config: TrainConfig) -> dict[str, Any]:
+    """The hashes the suite hash is made of, by part — each benchmark's content, the judge, the eval
+    size — so that a result made on another suite can say which part changed."""
+    return {"benchmarks": {name: load_env_benchmark(name).content_hash() for name in env_names(config.run.envs)},
+            "judge": stable_hash(judge_fingerprint(config)), "eval_instances": config.run.eval_instances}
+
+
+def changed_parts(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """What differs between two ``suite_parts``, in words."""
+    out = []
+    old, new = before.get("benchmarks", {}), now.get("benchmarks", {})
+    out += [f"benchmark {b} was edited" for b in sorted(set(old) & set(new)) if old[b] != new[b]]
+    out += [f"benchmark {b} was added" for b in sorted(set(new) - set(old))]
+    out += [f"benchmark {b} was removed" for b in sorted(set(old) - set(new))]
+    if before.get("judge") != now.get("judge"):
+        out.append("the judge profile changed")
+    if before.get("eval_instances") != now.get("eval_instances"):
+        out.append(f"eval instances per benchmark changed ({before.get('eval_instances')} → {now.get('eval_instances')})")
+    return out

@@ -29,6 +29,7 @@ from ..errors import ConfigError, UnknownNameError
 from .rundir import write_json
 
 SWEEP = "sweep.json"
+LOCKED = 3  # the exit status of ``run`` when another process writes its folder (cli.LOCKED)
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,12 @@ class RayBackend:
 
 def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, noises: Sequence[str] = ("realistic",),
           overrides: Mapping[str, Any] | None = None, jobs: int = 1, backend: RayBackend | None = None,
-          console: Console | None = None) -> list[dict[str, Any]]:
+          threads: int | None = None, console: Console | None = None) -> list[dict[str, Any]]:
     """Run (or skip, or resume) every (agent, noise, seed); returns and writes the status of each run.
 
-    Locally, ``jobs`` runs at a time with ⌊cores / jobs⌋ threads each; on Ray (``backend``), every run
-    is a task with the backend's resources and ``cpus_per_run`` threads. Either way a run whose
+    Locally, ``jobs`` runs at a time with ``threads`` (default ⌊cores / jobs⌋) threads each; on Ray
+    (``backend``), every run is a task with the backend's resources and ``cpus_per_run`` threads. A run
+    whose folder another process writes is reported as locked, not retried. Either way a run whose
     attempt fails (or whose worker dies) is tried once more, resuming from its last checkpoint; the
     same seed and thread count give the same ``eval.json`` on either backend.
     """
@@ -140,7 +142,7 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
                TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
         bar = progress.add_task("sweep", total=len(specs), completed=len(statuses), last="")
-        threads = max(1, available_cores() // jobs)
+        threads = threads or max(1, available_cores() // jobs)
         submit = backend.submitter(overrides) if backend else (lambda spec: pool.submit(attempt, spec, overrides, threads))
         pending = {submit(s): s for s in specs if s not in statuses}
         attempts: dict[RunSpec, list[int]] = {}
@@ -155,6 +157,8 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
                 attempts.setdefault(spec, []).append(code)
                 if code == 0 and (spec.out / "eval.json").is_file():
                     statuses[spec] = _status(spec, "done", attempts=attempts[spec])
+                elif code == LOCKED:  # another process writes the folder: retrying would be refused again
+                    statuses[spec] = _status(spec, "failed", attempts=attempts[spec], error=tail)
                 elif len(attempts[spec]) < 2:  # retried once, resuming from its last checkpoint
                     pending[submit(spec)] = spec
                     continue

@@ -21,13 +21,20 @@ import pandas as pd  # noqa: E402
 
 from .. import __version__  # noqa: E402
 from ..agents.protocol import Protocol  # noqa: E402
+from ..harness.rundir import write_text  # noqa: E402
 from .submission import check_submission  # noqa: E402
+from .verify import verify_entry  # noqa: E402
 
 RESULTS = "results"
+RUNS = "runs"
 
 
-def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """(accepted submissions, [(file, reason) for each rejected file])."""
+def load_board(board: str | Path, runs: str | Path | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """(accepted submissions, [(file, reason) for each rejected file]). Each entry is checked on its own
+    (``check_submission``) and against its runs under ``runs`` (default ``<board>/runs``) when they are
+    there: an entry that contradicts its runs is rejected; one whose runs are absent is accepted with
+    ``verified`` False (the page says so)."""
+    runs = Path(board) / RUNS if runs is None else Path(runs)
     accepted, rejected, names = [], [], {}
     for path in sorted((Path(board) / RESULTS).glob("*.json")):
         try:
@@ -38,11 +45,13 @@ def load_board(board: str | Path) -> tuple[list[dict[str, Any]], list[tuple[str,
         problems = check_submission(data)
         if not problems and data["name"] in names:
             problems = [f"duplicate of {names[data['name']]} (same name {data['name']!r})"]
+        verdict = verify_entry(data, runs) if not problems else None
+        problems += verdict or []
         if problems:
             rejected.append((path.name, "; ".join(problems)))
             continue
         names[data["name"]] = path.name
-        accepted.append(data)
+        accepted.append({**data, "verified": verdict is not None})
     return accepted, rejected
 
 
@@ -75,7 +84,7 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
         d = s["diagnostics"]
         row = {
             "agent": s["agent"], "name": s["name"], "oracle": s["oracle"], "noise": s["suite"]["noise"],
-            "seeds": len(s["seeds"]),
+            "seeds": len(s["seeds"]), "verified": bool(s.get("verified")),
             **{domain: g["true_score"] for domain, g in sorted(s["groups"].items())},
             "macro": s["macro"]["true_score"], "macro_se": s["macro"]["true_score_se"],
             "ci_low": s["macro"]["true_score_ci"][0], "ci_high": s["macro"]["true_score_ci"][1],
@@ -104,7 +113,7 @@ def noise_order(noise: str) -> tuple[int, str]:
 
 
 def _domains(frame: pd.DataFrame) -> list[str]:
-    fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "macro", "macro_se", "ci_low", "ci_high", "initial",
+    fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "verified", "macro", "macro_se", "ci_low", "ci_high", "initial",
              "judge", "grader_calls_per_step", "wall_time_s", "grader_cost_per_step",
              *(f"{c}{end}" for c in RATE_COLUMNS for end in ("", "_low", "_high"))}
     return [c for c in frame.columns if c not in fixed]
@@ -121,7 +130,8 @@ def versus_baseline(frame: pd.DataFrame) -> list[str]:
     if base.empty:
         return ["—"] * len(frame)
     m0, se0 = float(base["macro"].iloc[0]), float(base["macro_se"].iloc[0])
-    return ["—" if a == BASELINE and not o else f"{m - m0:+.3f} ({(m - m0) / np.hypot(se, se0):+.1f} SE)"
+    return ["—" if a == BASELINE and not o else f"{m - m0:+.3f}" + (f" ({(m - m0) / np.hypot(se, se0):+.1f} SE)"
+                                                                      if np.hypot(se, se0) > 0 else "")
             for a, o, m, se in zip(frame["agent"], frame["oracle"], frame["macro"], frame["macro_se"])]
 
 
@@ -140,6 +150,7 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         "judge cost / step": frame["grader_cost_per_step"].map(lambda v: f"{v:,.0f}"),
         "wall time (s)": frame["wall_time_s"].map(lambda v: f"{v:.0f}"),
         "seeds": frame["seeds"].astype(str),
+        "runs": ["rebuilt from its runs" if v else "unverified (runs not here)" for v in frame["verified"]],
     })
     return shown
 
@@ -167,7 +178,9 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
                   "in SEs of the difference √(SE² + SE_grpo²). Coverage and risk are SetGRPO's rates w.r.t. the "
                   "reference grader and the true score, pooled over the groups of every seed, with exact "
                   "(Clopper–Pearson) 95% intervals; submissions of schema version 1 hold per-step means "
-                  "without intervals.", ""]
+                  "without intervals. runs: whether the entry was rebuilt from its runs (config, metrics, "
+                  "evaluations in `runs/<profile>/<agent>/seed<k>/`) by today's code and found equal, or its runs "
+                  "are not on the board (unverified).", ""]
         for profile in profiles:
             shown = _display(frame[frame["noise"] == profile])
             if len(profiles) > 1:
@@ -323,20 +336,15 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
 
 
-def build_board(board: str | Path) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """Write ``README.md`` and ``index.html`` of the board; returns (table, rejected files)."""
+def build_board(board: str | Path, runs: str | Path | None = None) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Write ``README.md`` and ``index.html`` of the board (entries checked against ``runs``, default
+    ``<board>/runs``); returns (table, rejected files)."""
     board = Path(board)
-    submissions, rejected = load_board(board)
+    submissions, rejected = load_board(board, runs)
     frame = board_frame(submissions)
     ordered = sorted(submissions, key=lambda s: list(frame["name"]).index(s["name"])) if submissions else []
-    _write_text(board / "README.md", markdown(frame, rejected, ordered))
-    _write_text(board / "index.html", html_page(frame, rejected, ordered))
+    pages = {"README.md": markdown(frame, rejected, ordered), "index.html": html_page(frame, rejected, ordered)}
+    for name, text in pages.items():  # both are complete before either file is replaced
+        write_text(board / name, text)
     return frame, rejected
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 

@@ -17,14 +17,15 @@ from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..harness.pooled import pool_seeds
-from ..harness.rundir import read_json
-from ..harness.suite import SUITE_FIELDS, suite_fingerprint
+from ..harness.rundir import MANIFEST, RunDirError, read_json, read_metrics
+from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
 from ..hashing import stable_hash
 from ..policy.embedded import tiny_path
 from ..policy.files import policy_fingerprint
 from .aggregate import aggregate_seeds
+from .provenance import entry_problems, run_problems
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
 
 
@@ -45,16 +46,23 @@ def schema_problems(data: Any) -> list[str]:
 
 
 def _read_run(folder: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """(config.json, eval.json, metrics records) of a finished run whose files agree with each other."""
     for name in ("config.json", "eval.json", "metrics.jsonl"):
         if not (folder / name).is_file():
             hint = " (the run has not finished: resume it with --resume)" if name == "eval.json" else ""
             raise SubmissionError(f"{folder} has no {name}{hint}")
     try:
         config, result = read_json(folder / "config.json"), read_json(folder / "eval.json")
-    except json.JSONDecodeError as exc:
-        raise SubmissionError(f"{folder}: a run file is not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    return config, result, metrics
+    except RunDirError as exc:
+        raise SubmissionError(str(exc)) from None
+    metrics = read_metrics(folder / "metrics.jsonl")
+    try:
+        problems = run_problems(config, result, metrics)
+    except (KeyError, TypeError, ValueError) as exc:
+        problems = [f"a run file lacks a field ({type(exc).__name__}: {exc})"]
+    if problems:
+        raise SubmissionError(f"{folder}: " + "; ".join(problems))
+    return config, result, metrics.records
 
 
 def run_folders(paths: Sequence[str | Path]) -> list[Path]:
@@ -122,12 +130,20 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         "grader_calls_per_step": float(np.mean([r["grader_calls"] / max(r["steps"], 1) for _, _, r, _ in read])),
         "grader_cost_per_step": float(np.mean([r.get("grader_cost", r["grader_calls"]) / max(r["steps"], 1)
                                                for _, _, r, _ in read])),
-        "wall_time_s": float(np.mean([r["train_seconds"] for _, _, r, _ in read])),
+        "wall_time_s": float(np.mean([sum(row["time_step"] for row in m) for *_, m in read])),
         "curves": {"step": list(range(1, steps + 1)), "true_score": curve("true_score"), "reward": curve("reward")},
         "versions": {"package": first["package_version"], "torch": first["torch"], "python": first["python"],
                      **({"transformers": first["transformers"]} if "transformers" in first else {})},
         "git_hash": _git_hash(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    manifests = [(c["config"]["seed"], folder / MANIFEST) for folder, c, _, _ in read]
+    if all(path.is_file() for _, path in manifests):  # runs made by this version (schema 3)
+        submission["runs"] = [{"seed": seed, "manifest": read_json(path)} for seed, path in sorted(manifests)]
+        submission["suite"]["domains"] = dict(zip(benchmarks, domains))
+        if "suite_parts" in first:
+            submission["suite"]["parts"] = first["suite_parts"]
+    else:
+        submission["schema_version"] = 2
     if config.get("protocol"):
         protocol = load_protocol(config["protocol"])
         submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}
@@ -145,6 +161,15 @@ def _experiment(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
         raise SubmissionError(f"{folder}/config.json: {exc}") from None
 
 
+def _suite_config(submission: dict[str, Any]) -> TrainConfig:
+    config = submission["config"]
+    return TrainConfig.from_flat({k: config[k] for k in SUITE_FIELDS if k in config})
+
+
+def current_suite_parts(submission: dict[str, Any]) -> dict[str, Any]:
+    return suite_parts(_suite_config(submission))
+
+
 def current_suite_hash(submission: dict[str, Any]) -> str:
     """The suite hash the submission's config gives with the catalog as it is now (no judge model is
     loaded to compute it)."""
@@ -153,10 +178,15 @@ def current_suite_hash(submission: dict[str, Any]) -> str:
 
 
 def check_submission(submission: Any) -> list[str]:
-    """Every reason the submission cannot go on the current board (empty when it can)."""
+    """Every reason the submission cannot go on the current board (empty when it can): its schema, its
+    own consistency, then the suite, protocol and policy it was made on, as they are now."""
     problems = schema_problems(submission)
     if problems:
         return problems
+    if submission["schema_version"] >= 2:
+        problems = entry_problems(submission)
+        if problems:
+            return problems
     try:
         now = current_suite_hash(submission)
     except (SetgrpoBenchError, TypeError) as exc:
@@ -169,18 +199,19 @@ def check_submission(submission: Any) -> list[str]:
         if protocol.fingerprint() != submission["protocol"]["hash"]:
             return [f"protocol: {protocol.id} has changed since the runs were made (its file now fixes another "
                     "budget); rerun under the current protocol"]
+    if now != submission["suite"]["hash"]:
+        parts = submission["suite"].get("parts")
+        how = "; ".join(changed_parts(parts, current_suite_parts(submission))) if parts else (
+            "benchmarks, rubrics, judge profile or eval size changed")
+        return [f"suite.hash: {submission['suite']['hash'][:12]}… was computed on a different suite than the current "
+                f"catalog's {now[:12]}… ({how}); rerun on this version"]
     if submission["schema_version"] >= 2 and submission["policy"]["name"] == "tiny":
         folder = tiny_path()  # the build for the current suite; never built here
         if not folder.is_dir():
-            return [f"policy: the embedded policy of the current suite is not built ({folder}): the built-in suite "
-                    "changed since this package was built (a benchmark spec was edited), so no result of the shipped "
-                    "suite can be checked; restore the suite, or rebuild with python -m setgrpo_bench build-policy "
-                    "and rerun"]
+            return [f"policy: the embedded policy of the current suite is not built ({folder}); rebuild it with "
+                    "python -m setgrpo_bench build-policy"]
         shipped = policy_fingerprint(folder)
         if submission["policy"]["hash"] != shipped:
             return [f"policy.hash: made with the embedded policy {submission['policy']['hash'][:12]}…, but this version's "
                     f"is {shipped[:12]}… (the policy was rebuilt since); rerun on this version"]
-    if now != submission["suite"]["hash"]:
-        return [f"suite.hash: {submission['suite']['hash'][:12]}… was computed on a different suite than the current "
-                f"catalog's {now[:12]}… (benchmarks, rubrics, judge profile or eval size changed); rerun on this version"]
     return []

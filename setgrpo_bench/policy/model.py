@@ -64,6 +64,9 @@ def load_policy_folder(path: Path, device: str = "cpu", *, name: str | None = No
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
     except (ValueError, OSError, KeyError) as exc:
         raise PolicyError(f"policy path {str(path)!r} is not a causal LM ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # a damaged weights file: safetensors and torch raise their own types  # noqa: BLE001
+        raise PolicyError(f"policy path {str(path)!r}: its weights cannot be read ({type(exc).__name__}: "
+                          f"{str(exc)[:160]}); the folder is damaged or not a saved model") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.pad_token_id = tokenizer.pad_token_id

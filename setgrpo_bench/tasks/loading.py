@@ -78,3 +78,30 @@ def validate_benchmark(path: str | Path, *, samples: int = 3) -> list[SpecError]
             except SpecError as exc:
                 found.setdefault(str(exc.field), exc)
     return list(found.values())
+
+
+DISTINCT_SHARE = 0.95
+"""A split warns when fewer than this share of its instances have distinct prompts. (The built-in
+benchmarks repeat 0–4% of their prompts by chance, which changes a standard error by under 2%; the
+README's Kitchen example repeats 70%.)"""
+
+
+def benchmark_warnings(path: str | Path) -> list[str]:
+    """What is allowed but probably unintended in a valid procedural spec: a split whose instances
+    repeat prompts (fewer distinct prompts than its declared size overstates the number of independent
+    instances behind a standard error). Empty for a spec with problems (see ``validate_benchmark``)."""
+    try:
+        benchmark = load_benchmark(path)
+    except SpecError:
+        return []
+    if not isinstance(benchmark, ProceduralBenchmark):
+        return []
+    out = []
+    for split in SPLITS:
+        size = benchmark.size(split)
+        distinct = len({benchmark.instance(split, i).prompt_text for i in range(size)})
+        if distinct < DISTINCT_SHARE * size:
+            out.append(f"{benchmark.source}: split {split!r} declares {size} instances but its variables give "
+                       f"{distinct} distinct prompts ({size - distinct} repeats): add pool entries or variables, "
+                       f"or lower sizes.{split}")
+    return out
