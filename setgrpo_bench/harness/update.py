@@ -19,7 +19,7 @@ import torch
 
 from ..agents.base import Agent, Decision
 from ..agents.config import TrainConfig
-from ..policy.engine import Rollout, RolloutEngine, token_logprobs
+from ..policy.engine import Rollout, RolloutEngine, shared_prompt_logprobs, token_logprobs
 from ..policy.model import Policy
 from .geometry import Geometry, GradientGeometry, sequence_weights
 from .objective import grpo_loss, loss_totals
@@ -47,6 +47,26 @@ def updates_from_gradients(config: TrainConfig, agent: Agent, geometry: Gradient
     o = config.objective
     return (agent.grams_cover_accepted and geometry.can_keep_gradients and o.mu == 1 and o.beta == 0
             and not engine.needs_correction)
+
+
+def micro_batches(rollout: Rollout, accepted: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """The accepted rows in micro-batches of about ``size`` responses made of whole prompt groups (rows
+    with the same prompt), groups ordered by length so that each micro-batch pads little."""
+    rows = accepted.nonzero()[:, 0]
+    if not len(rows):
+        return []
+    prompts = torch.cat([rollout.prompt_ids, rollout.prompt_mask], dim=1)[rows]
+    _, group = torch.unique(prompts, dim=0, return_inverse=True)
+    lengths = (rollout.prompt_mask.sum(1) + rollout.response_mask.sum(1))[rows]
+    members = [rows[group == g] for g in range(int(group.max()) + 1)]
+    members.sort(key=lambda m: (float(lengths[torch.isin(rows, m)].float().mean()), int(m[0])))
+    out, current = [], []
+    for m in members:
+        current.append(m)
+        if sum(len(c) for c in current) >= size:
+            out.append(torch.cat(current))
+            current = []
+    return out + ([torch.cat(current)] if current else [])
 
 
 class PolicyUpdate:
@@ -78,10 +98,9 @@ class PolicyUpdate:
         o, r, model = self.config.objective, self.config.rollout, self.policy.model
         totals = loss_totals(rollout.response_mask, acc, o.normalise_over)  # the whole batch's denominators
         # only accepted responses enter the forward passes (the others add zeros), in micro-batches of
-        # similar length with their padding trimmed; their losses sum to the batch's loss
-        order = acc.nonzero()[:, 0]
-        order = order[torch.argsort((rollout.prompt_mask.sum(1) + rollout.response_mask.sum(1))[order])]
-        rows = [order[i : i + r.update_batch] for i in range(0, len(order), r.update_batch)]
+        # whole groups of similar length with their padding trimmed (a group's prompt is run once);
+        # their losses sum to the batch's loss
+        rows = micro_batches(rollout, acc, r.update_batch)
         micro = [rollout.select(part) for part in rows]
         fixed = [self._fixed_logprobs(part) for part in micro]  # π_old (and π_ref, IS weights) per part
         # The model stays in eval mode: dropout would make log π_θ differ from the sampling policy's
@@ -90,7 +109,7 @@ class PolicyUpdate:
             self.optimizer.zero_grad(set_to_none=True)
             loss, stats, tokens = 0.0, np.zeros(3), 0.0
             for part, index, (old, ref, is_weights) in zip(micro, rows, fixed):
-                logprobs = token_logprobs(model, part, r.temperature)
+                logprobs = shared_prompt_logprobs(model, part, r.temperature)
                 part_loss, part_stats = grpo_loss(
                     logprobs, old, coef[index], part.response_mask, acc[index], epsilon_low=o.epsilon_low,
                     epsilon_high=o.epsilon_high, clip=o.clip, beta=o.beta, ref_logprobs=ref, loss_type=o.loss_type,

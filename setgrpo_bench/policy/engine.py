@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers.cache_utils import Cache, DynamicLayer
 
 from ..errors import ConfigError, SetgrpoBenchError
 from .model import Policy
@@ -146,6 +147,42 @@ def _cache_argument(model: torch.nn.Module) -> str:
                       "it; use --engine generate")
 
 
+class _GrowingLayer(DynamicLayer):
+    """A KV-cache layer that writes new keys and values into a buffer grown by doubling, where
+    ``DynamicLayer`` concatenates the whole cache at every token (a third of the sampling loop's time
+    for a small model). ``keys``/``values`` are views of the filled part, so attention reads the same
+    numbers in the same layout."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.device, self.is_initialized, self.length = key_states.device, True, 0
+            self.buffers = [torch.empty_like(key_states), torch.empty_like(value_states)]
+        new = self.length + key_states.shape[-2]
+        if new > self.buffers[0].shape[-2]:
+            grown = max(new, 2 * self.buffers[0].shape[-2])
+            self.buffers = [torch.cat([b[..., : self.length, :], b.new_empty((*b.shape[:-2], grown - self.length, b.shape[-1]))],
+                                      dim=-2) for b in self.buffers]
+        self.buffers[0][..., self.length : new, :] = key_states
+        self.buffers[1][..., self.length : new, :] = value_states
+        self.length = new
+        self.keys, self.values = (b[..., :new, :] for b in self.buffers)
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized:
+            self.buffers = [b[indices, ...] for b in self.buffers]
+            self.keys, self.values = (b[..., : self.length, :] for b in self.buffers)
+
+
+def _growing_cache(argument: str) -> dict[str, Cache]:
+    """The cache argument of a prefill that builds ``_GrowingLayer`` caches (nothing on a transformers
+    whose ``Cache`` cannot replicate a layer class: it then concatenates as before)."""
+    try:
+        return {argument: Cache(layer_class_to_replicate=_GrowingLayer)}
+    except TypeError:
+        return {}
+
+
 class _BatchedEngine(RolloutEngine):
     """Engines that sample with the trainer's own transformers model, in batches of ``batch_size``."""
 
@@ -199,9 +236,14 @@ class TransformersEngine(_BatchedEngine):
         rows = torch.arange(n, device=device)  # the rows still sampling
         positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
         attention = prompt_mask
-        out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                    logits_to_keep=1)
+        # a group repeats its prompt G times: the prompt is read once and its cache shared by its rows
+        unique, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
+        first = torch.zeros(len(unique), dtype=torch.long, device=device).scatter_(0, inverse, rows)
+        out = model(input_ids=prompt_ids[first], attention_mask=attention[first], position_ids=positions[first],
+                    use_cache=True, logits_to_keep=1, **_growing_cache(self.cache_argument))
         cache, position = out[self.cache_argument], positions[:, -1:] + 1
+        cache.batch_select_indices(inverse)
+        out.logits = out.logits[inverse]
         finished = torch.zeros((n, 1), dtype=torch.bool, device=device)
         steps = 0
         for t in range(c.max_new_tokens):
@@ -264,4 +306,26 @@ def token_logprobs(
     kept = {"logits_to_keep": width + 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, **kept).logits
     logits = logits[:, -width - 1 : -1].float() / temperature
+    return torch.log_softmax(logits, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def shared_prompt_logprobs(model: torch.nn.Module, rollout: Rollout, temperature: float = 1.0) -> torch.Tensor:
+    """``token_logprobs`` of ``rollout`` with each distinct prompt run through the model once: a group's
+    G responses share their prompt's keys and values (selected per row from one cache, so the
+    gradient of every response reaches the prompt through them). The same numbers as
+    ``token_logprobs`` up to float summation order, for about half the work when prompts and responses
+    are of similar length and G = 8."""
+    prompt_ids, prompt_mask, response_ids, mask = rollout.prompt_ids, rollout.prompt_mask, rollout.response_ids, rollout.response_mask
+    rows = torch.arange(len(prompt_ids), device=prompt_ids.device)
+    unique, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
+    first = torch.zeros(len(unique), dtype=torch.long, device=rows.device).scatter_(0, inverse, rows)
+    positions = (torch.cat([prompt_mask, mask], dim=1).cumsum(dim=1) - 1).clamp(min=0)
+    width = prompt_ids.shape[1]
+    out = model(input_ids=prompt_ids[first], attention_mask=prompt_mask[first], position_ids=positions[first, :width],
+                use_cache=True, logits_to_keep=1)
+    cache = out[_cache_argument(model)]
+    cache.batch_select_indices(inverse)
+    follow = model(input_ids=response_ids, attention_mask=torch.cat([prompt_mask, mask], dim=1),
+                   position_ids=positions[:, width:], use_cache=True, **{_cache_argument(model): cache}).logits
+    logits = torch.cat([out.logits[inverse][:, -1:], follow[:, :-1]], dim=1).float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
