@@ -295,3 +295,15 @@ def test_a_reversal_is_a_strictly_opposed_update():
     assert sm.reversal(-a_ref, K, a_ref) and not sm.reversal(a_ref, K, a_ref)
     assert not sm.reversal(np.zeros(3), K, a_ref)
     assert not sm.reversal(np.array([1.0, 1.0, -2.0]), K, a_ref)  # cᵀKa* = 0
+
+
+@pytest.mark.parametrize("radius", [0.0, 1e-17, 1e-300])
+def test_radii_below_the_float_spacing_pin_the_coefficients(radius):
+    """0 < ρ_i < ulp(â_i) leaves [â − ρ, â + ρ] a single float: the anchor must treat it as pinned (a zero
+    radius), not hand the bounded solver an empty interval."""
+    K = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 1.5]])
+    a_hat = np.array([0.7, -0.2, -0.5])
+    decision = sm.decide_group(K, a_hat, np.full(3, radius))
+    assert decision.certifiable and decision.score == 1.0 and np.allclose(decision.coefficients, a_hat)
+    mixed = sm.anchor(K, a_hat, np.array([1e-17, 0.3, 0.3]))
+    assert mixed[0] == a_hat[0] and abs(mixed.sum()) < 1e-12

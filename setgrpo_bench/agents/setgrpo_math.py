@@ -144,7 +144,9 @@ def anchor(K: np.ndarray, a_hat: np.ndarray, rho: np.ndarray) -> np.ndarray:
     a_hat, rho = np.asarray(a_hat, float), np.asarray(rho, float)
     G = a_hat.size
     low, high = a_hat - rho, a_hat + rho
-    free = rho > 0  # a zero radius pins a_i = â_i (q = 0 under a noise-free judge)
+    # a radius below the float spacing of â_i pins a_i = â_i as a zero one does (q = 0 under a noise-free
+    # judge, or a reference equal to the judge up to rounding): such a bound is not an interval
+    free = low < high
     if not free.any():
         return a_hat.copy()
     B = _psd_factor(K)
