@@ -195,6 +195,43 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judges_measure(args: argparse.Namespace) -> int:
+    from .harness.judges import measure_judges
+    from .harness.rundir import write_json
+
+    config = _config(args)
+    result = measure_judges(config, profiles=[p for p in (args.profiles or "").split(",") if p] or None,
+                            prompts=args.prompts, group_size=args.group_size)
+    table = Table(title=f"judges on {result['prompts']} × {result['group_size']} responses of {result['policy']} "
+                        f"(seed {result['seed']})")
+    columns = {"error_rms": "error RMS", "verdict_error": "verdict errors", "confidence_auroc": "confidence AUROC",
+               "spread_spearman": "Spearman(σ, |err|)", "length_effect": "judge−true / 2× length",
+               "gross_calls": "gross calls", "cost": "cost"}
+    table.add_column("profile")
+    for label in columns.values():
+        table.add_column(label, justify="right")
+    for name, row in result["profiles"].items():
+        table.add_row(name, *(f"{row[k]:+.3f}" if k == "length_effect" else f"{row[k]:.3f}" for k in columns))
+    Console(soft_wrap=False).print(table)
+    if args.out:
+        write_json(Path(args.out), result)
+        console.print(f"measurements: {args.out}")
+    return 0
+
+
+def _add_judges_parser(commands: argparse._SubParsersAction) -> None:
+    judges = commands.add_parser("judges", help="measure how each judge profile errs").add_subparsers(dest="action", required=True)
+    parser = judges.add_parser("measure", help="grade the same policy samples with every profile and measure each judge",
+                               parents=[_catalog_flag()])
+    parser.add_argument("--profiles", help="comma-separated noise profiles (default: every one in the catalog)")
+    parser.add_argument("--prompts", type=int, default=64, help="train-split prompts sampled from the suite")
+    parser.add_argument("--group-size", dest="group_size", type=int, default=8, help="responses per prompt")
+    parser.add_argument("--policy", default="tiny", help="the policy whose responses are graded")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, samples and judge noise")
+    parser.add_argument("--out", help="also write the measurements as JSON here")
+    parser.set_defaults(func=_judges_measure, agent="grpo")
+
+
 def _serve_judge(args: argparse.Namespace) -> int:
     from .judges.serve import make_server
 
@@ -362,6 +399,7 @@ def build_parser(agent: str | None = None) -> argparse.ArgumentParser:
     _add_serve_parser(commands)
     _add_build_policy_parser(commands)
     _add_evaluate_parser(commands)
+    _add_judges_parser(commands)
     return parser
 
 

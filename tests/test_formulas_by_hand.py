@@ -267,3 +267,26 @@ def test_the_judges_spread_uses_the_stated_rate_of_each_observed_verdict():
         r = np.where(g.verdicts, 0.1, 0.3)
         assert g.spread == pytest.approx(float(np.sqrt((w**2 * r * (1 - r)).sum())))
     assert len({g.spread for g in grades}) > 1  # the verdicts differ between calls, and so do the spreads
+
+
+def test_auroc_is_the_mann_whitney_probability_by_hand():
+    from setgrpo_bench.harness.judges import auroc
+
+    # positives 0.9, 0.4; negatives 0.1, 0.4, 0.6: pairs won 3 of 6, 0.4 vs 0.4 tied (half), 0.4 < 0.6 lost
+    assert auroc(np.array([0.9, 0.4, 0.1, 0.4, 0.6]), np.array([True, True, False, False, False])) == pytest.approx(
+        (3 + 1 + 0.5) / 6)
+    assert auroc(np.array([1.0, 2.0]), np.array([False, True])) == 1.0
+    assert math.isnan(auroc(np.array([1.0, 2.0]), np.array([True, True])))
+
+
+def test_judges_measure_reports_each_profile_on_the_same_responses(small_policy, tmp_path):
+    import json
+
+    from setgrpo_bench.cli import main
+
+    out = tmp_path / "judges.json"
+    assert main(["judges", "measure", "--policy", small_policy, "--prompts", "6", "--group-size", "3",
+                 "--profiles", "clean,harsh", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())["profiles"]
+    assert result["clean"]["error_rms"] == 0.0 and result["clean"]["verdict_error"] == 0.0
+    assert result["harsh"]["error_rms"] > 0.05 and result["harsh"]["graded"] == result["clean"]["graded"]

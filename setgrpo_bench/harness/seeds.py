@@ -13,7 +13,8 @@ import hashlib
 
 import numpy as np
 
-STREAMS = ("sampling", "tasks", "audits", "grading", "eval_sampling", "eval_grading")
+STREAMS = ("sampling", "tasks", "audits", "grading", "eval_sampling", "eval_grading", "judges")
+"""Append only: a stream's index is part of its seed."""
 
 
 def name_key(name: str) -> int:
