@@ -219,6 +219,28 @@ def _judges_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judges_overoptimisation(args: argparse.Namespace) -> int:
+    from .harness.overoptimisation import curves, overoptimisation, plot_overoptimisation
+    from .harness.rundir import write_json
+    from .leaderboard.submission import run_folders
+
+    runs = run_folders(args.runs)
+    judge, true = curves(runs)
+    result = overoptimisation(judge, true, block=args.block)
+    console.print(f"{len(runs)} runs, {result['steps']} steps: the true score peaks at {result['true_peak']:.3f} "
+                  f"(steps {result['peak_block'] * args.block + 1}–{(result['peak_block'] + 1) * args.block}) and ends at "
+                  f"{result['true_end']:.3f}: a drop of {result['drop']:.3f} ± {result['drop_se']:.3f} "
+                  f"({result['drop_in_se']:.1f} SE); the judge's score rose by {result['judge_gain']:+.3f} and ends "
+                  f"{result['judge_minus_true_end']:+.3f} above the true score", highlight=False)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "overoptimisation.json", result)
+        plot_overoptimisation(judge, true, out / "overoptimisation.png", title=args.title or f"{len(runs)} runs", block=args.block)
+        console.print(f"written: {out}/overoptimisation.json, {out}/overoptimisation.png")
+    return 0
+
+
 def _add_judges_parser(commands: argparse._SubParsersAction) -> None:
     judges = commands.add_parser("judges", help="measure how each judge profile errs").add_subparsers(dest="action", required=True)
     parser = judges.add_parser("measure", help="grade the same policy samples with every profile and measure each judge",
@@ -230,6 +252,13 @@ def _add_judges_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, samples and judge noise")
     parser.add_argument("--out", help="also write the measurements as JSON here")
     parser.set_defaults(func=_judges_measure, agent="grpo")
+    over = judges.add_parser("overoptimisation", help="the judge's and the true score of training runs per step: "
+                             "does the true score peak and fall while the judge's rises?")
+    over.add_argument("runs", nargs="+", help="run folders (seeds of one agent under one judge) or a folder holding them")
+    over.add_argument("--block", type=int, default=20, help="steps per block mean")
+    over.add_argument("--title", help="the plot's title")
+    over.add_argument("--out", help="folder for overoptimisation.json and overoptimisation.png")
+    over.set_defaults(func=_judges_overoptimisation)
 
 
 def _serve_judge(args: argparse.Namespace) -> int:
@@ -342,7 +371,19 @@ def _build_policy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_judge(args: argparse.Namespace) -> int:
+    from .judges.learned import build_judge
+    from .judges.learned_paths import SHIPPED, JudgeBuildConfig, build_key
+
+    out = build_judge(JudgeBuildConfig(), force=True, out=args.out or SHIPPED)
+    console.print(f"built the learned judge in {out} (key {build_key()[:16]})")
+    return 0
+
+
 def _add_build_policy_parser(commands: argparse._SubParsersAction) -> None:
+    judge = commands.add_parser("build-judge", help="rebuild the learned judge (deterministic) and ship it")
+    judge.add_argument("--out", help="folder to write (default: the build shipped inside the package)")
+    judge.set_defaults(func=_build_judge)
     parser = commands.add_parser("build-policy", help="rebuild the embedded tiny policy (deterministic) and ship it")
     parser.add_argument("--out", help="folder to write (default: the build shipped inside the package)")
     parser.set_defaults(func=_build_policy)

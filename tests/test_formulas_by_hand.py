@@ -290,3 +290,16 @@ def test_judges_measure_reports_each_profile_on_the_same_responses(small_policy,
     result = json.loads(out.read_text())["profiles"]
     assert result["clean"]["error_rms"] == 0.0 and result["clean"]["verdict_error"] == 0.0
     assert result["harsh"]["error_rms"] > 0.05 and result["harsh"]["graded"] == result["clean"]["graded"]
+
+
+def test_overoptimisation_statistics_by_hand():
+    """Two seeds, 6 steps in blocks of 2: true block means (0.3, 0.5, 0.4) and (0.1, 0.3, 0.1) peak in the
+    middle block; the drops 0.1 and 0.2 give 0.15 ± 0.05; the judge rises from 0.2 to 0.6."""
+    from setgrpo_bench.harness.overoptimisation import overoptimisation
+
+    true = np.array([[0.2, 0.4, 0.6, 0.4, 0.4, 0.4], [0.0, 0.2, 0.2, 0.4, 0.0, 0.2]])
+    judge = np.array([[0.1, 0.3, 0.4, 0.4, 0.6, 0.6], [0.1, 0.3, 0.4, 0.4, 0.6, 0.6]])
+    out = overoptimisation(judge, true, block=2)
+    assert out["peak_block"] == 1 and out["true_peak"] == pytest.approx(0.4) and out["true_end"] == pytest.approx(0.25)
+    assert out["drop"] == pytest.approx(0.15) and out["drop_se"] == pytest.approx(0.05) and out["drop_in_se"] == pytest.approx(3.0)
+    assert out["judge_gain"] == pytest.approx(0.4) and out["judge_minus_true_end"] == pytest.approx(0.35)

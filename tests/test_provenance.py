@@ -393,3 +393,13 @@ def test_publish_names_the_changed_suite_and_never_builds_a_policy(tmp_path, fin
     entry["suite"]["hash"] = "1" * 64
     [problem] = check_submission(entry)
     assert "benchmark UnitConversion was edited" in problem
+
+
+def test_the_overoptimisation_report_reads_runs_metrics(tmp_path, finished):
+    from setgrpo_bench.cli import main
+
+    assert main(["judges", "overoptimisation", str(finished / "realistic" / "grpo"), "--block", "1",
+                 "--out", str(tmp_path / "over")]) == 0
+    report = json.loads((tmp_path / "over" / "overoptimisation.json").read_text())
+    assert report["seeds"] == 2 and report["steps"] == 3 and len(report["true_blocks"]) == 3
+    assert (tmp_path / "over" / "overoptimisation.png").stat().st_size > 5_000

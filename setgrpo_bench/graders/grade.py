@@ -29,6 +29,7 @@ class Grade:
     spread: float
     true_score_is_estimate: bool = False  # True when the true score comes from repeated judge calls (no check)
     raw: str | None = None  # the judge's raw answers (JSON list) when they are text, kept for invalid grades
+    confidence: np.ndarray | None = None  # per criterion: the judge's probability of the verdict it gave
 
     def info(self, criterion_ids: tuple[str, ...]) -> dict[str, Any]:
         """A JSON-friendly breakdown for ``env.step``'s info."""

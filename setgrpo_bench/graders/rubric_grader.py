@@ -14,6 +14,7 @@ from ..tasks.checks import ResponseView
 from ..tasks.model import TaskInstance
 from ..tasks.scoring import SCORE_RULES, rubric_score
 from .grade import Grade
+from .kinds import make_model_grader, model_profiles
 from .noise import NoiseProfile, load_profile, persistent_uniforms
 
 
@@ -86,6 +87,7 @@ class RubricGrader:
             score = np.round(score * (p.likert_levels - 1)) / (p.likert_levels - 1)
         true_score, true_raw = rubric_score(task.points, true, self.score_rule)
         spread = self._spread(task, observed)
+        confidence = 1 - np.where(observed, fp, fn)  # one minus the stated rate of the error that would give it
         calls = (attempt + 1) * J
         return [
             Grade(
@@ -93,6 +95,7 @@ class RubricGrader:
                 raw_score=float(raw[i]) if valid[i] else float("nan"),
                 verdicts=observed[i], true_score=float(true_score[i]), true_raw_score=float(true_raw[i]),
                 true_verdicts=true[i], valid=bool(valid[i]), judge_calls=int(calls[i]), spread=float(spread[i]),
+                confidence=confidence[i],
             )
             for i in range(G)
         ]
@@ -117,8 +120,11 @@ class RubricGrader:
 
 
 def make_grader(grader: Any = "realistic", score_rule: str = "healthbench") -> Any:
-    """A grader from a noise profile name/path or profile; any other grader object (a
-    ``RubricGrader``, an ``LLMJudgeGrader``) is returned as it is."""
+    """A grader from a profile name (a noise profile, or a model-backed one such as ``learned``), a
+    noise-profile path or profile; any other grader object (a ``RubricGrader``, an ``LLMJudgeGrader``)
+    is returned as it is."""
+    if isinstance(grader, str) and grader in model_profiles():
+        return make_model_grader(grader, score_rule)
     if isinstance(grader, (str, Path, NoiseProfile)):
         return RubricGrader(grader, score_rule=score_rule)
     return grader

@@ -5,8 +5,10 @@ suite — and is described by what robust methods depend on:
   error_rms        √mean (judge score − true score)² over valid grades
   verdict_error    share of per-criterion verdicts that differ from the check's
   confidence_auroc how well the judge's confidence in a verdict separates its wrong verdicts from its
-                   right ones (AUROC; 0.5: no information). The confidence of a verdict is one minus
-                   the judge's stated rate of the error that would have produced it
+                   right ones (AUROC; 0.5: no information). The confidence of a verdict is the
+                   judge's probability of it (``Grade.confidence``): for a noise profile, one minus
+                   its stated rate of the error that would have produced it; for the learned judge,
+                   its own P(yes) or P(no)
   spread_spearman  Spearman correlation of the judge's stated score spread with |score − true|
   length_effect    judge − true per doubling of the response's length (slope on log2 words)
   gross_calls      share of calls that get more than half of their verdicts wrong
@@ -23,7 +25,8 @@ import torch
 from scipy.stats import spearmanr
 
 from ..agents.config import TrainConfig
-from ..graders import RubricGrader, load_profile, profile_names
+from ..graders import make_grader, profile_names
+from ..graders.kinds import model_profiles
 from ..policy import load_policy
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
@@ -64,7 +67,7 @@ def sample_responses(config: TrainConfig, prompts: int, group_size: int) -> list
 
 def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed: int) -> dict[str, float]:
     """The statistics of the module docstring for one noise profile on ``samples``."""
-    grader = RubricGrader(name)
+    grader = make_grader(name)
     rng = generator(seed, "judges", 1, name_key(name))
     errors, spreads, lengths, wrong, confidence, gross = [], [], [], [], [], []
     for task, responses in samples:
@@ -77,7 +80,7 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
             lengths.append(max(len(text.split()), 1))
             miss = grade.verdicts != grade.true_verdicts
             wrong.append(miss)
-            confidence.append(1 - np.where(grade.verdicts, fp, fn))
+            confidence.append(grade.confidence if grade.confidence is not None else 1 - np.where(grade.verdicts, fp, fn))
             gross.append(miss.mean() > 0.5)
     errors, wrong, confidence = np.array(errors), np.concatenate(wrong), np.concatenate(confidence)
     slope = float(np.polyfit(np.log2(lengths), errors, 1)[0]) if len(set(lengths)) > 1 else float("nan")
@@ -86,7 +89,7 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
         "verdict_error": float(wrong.mean()), "confidence_auroc": auroc(-confidence, wrong),
         "spread_spearman": (float(spearmanr(spreads, np.abs(errors)).statistic)
                             if np.ptp(spreads) > 0 and np.ptp(errors) > 0 else float("nan")),
-        "length_effect": slope, "gross_calls": float(np.mean(gross)), "cost": load_profile(name).cost,
+        "length_effect": slope, "gross_calls": float(np.mean(gross)), "cost": float(grader.cost_per_call),
         "graded": len(errors),
     }
 
@@ -95,6 +98,6 @@ def measure_judges(config: TrainConfig, *, profiles: Sequence[str] | None = None
                    group_size: int = 8) -> dict[str, Any]:
     """Every profile (default: all noise profiles of the catalog) measured on the same responses."""
     samples = sample_responses(config, prompts, group_size)
-    names = list(profiles or profile_names())
+    names = list(profiles or [*profile_names(), *model_profiles()])
     return {"policy": config.rollout.policy, "seed": config.run.seed, "prompts": prompts, "group_size": group_size,
             "profiles": {name: measure_profile(name, samples, seed=config.run.seed) for name in names}}

@@ -136,7 +136,7 @@ def sample_categorical(scores: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cumulative, u, right=True).clamp(max=scores.shape[-1] - 1)
 
 
-def _cache_argument(model: torch.nn.Module) -> str:
+def cache_argument(model: torch.nn.Module) -> str:
     """The name under which the model's forward takes its KV cache (``cache`` in recent
     transformers, ``past_key_values`` before)."""
     params = inspect.signature(model.forward).parameters
@@ -224,7 +224,7 @@ class TransformersEngine(_BatchedEngine):
 
     def __init__(self, policy: Policy, config: GenerationConfig = GenerationConfig()) -> None:
         super().__init__(policy, config)
-        self.cache_argument = _cache_argument(policy.model)
+        self.cache_argument = cache_argument(policy.model)
 
     def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(response ids (N, R), log-probabilities (N, R)), R ≤ max_new_tokens; rows end at their EOS."""
@@ -323,9 +323,9 @@ def shared_prompt_logprobs(model: torch.nn.Module, rollout: Rollout, temperature
     width = prompt_ids.shape[1]
     out = model(input_ids=prompt_ids[first], attention_mask=prompt_mask[first], position_ids=positions[first, :width],
                 use_cache=True, logits_to_keep=1)
-    cache = out[_cache_argument(model)]
+    cache = out[cache_argument(model)]
     cache.batch_select_indices(inverse)
     follow = model(input_ids=response_ids, attention_mask=torch.cat([prompt_mask, mask], dim=1),
-                   position_ids=positions[:, width:], use_cache=True, **{_cache_argument(model): cache}).logits
+                   position_ids=positions[:, width:], use_cache=True, **{cache_argument(model): cache}).logits
     logits = torch.cat([out.logits[inverse][:, -1:], follow[:, :-1]], dim=1).float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)

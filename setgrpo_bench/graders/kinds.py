@@ -1,0 +1,52 @@
+"""Judge profiles backed by a model (``kind: learned`` in ``graders/*.yaml``): selectable by name like a
+noise profile (``--noise learned``), built by a grader class that lives above the policy layer and is
+named here as ``module:Class`` — resolved only when such a profile is used, as Gymnasium resolves an
+env's entry point — so that this layer imports no model code."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..catalog import catalog_files, catalog_roots
+from ..errors import SpecError
+from ..tasks.yamlio import line_of, load_yaml
+
+GRADER_KINDS = {"learned": "setgrpo_bench.judges.learned:LearnedJudgeGrader"}
+"""Profile kind → the grader class that builds it."""
+PROFILE_FIELDS = {"name", "kind", "description", "temperature", "cost"}
+
+
+def model_profiles() -> dict[str, dict[str, Any]]:
+    """Model-backed profiles of the catalog search path by name (their YAML fields)."""
+    return dict(_profiles(tuple(catalog_roots())))
+
+
+@lru_cache(maxsize=8)
+def _profiles(roots: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in catalog_files("graders", "*.yaml"):
+        data, lines = load_yaml(path)
+        if not isinstance(data, Mapping) or data.get("kind") not in GRADER_KINDS:
+            continue
+        for key in sorted(set(data) - PROFILE_FIELDS):
+            raise SpecError(f"unknown field; allowed: {sorted(PROFILE_FIELDS)}", file=str(path), line=line_of(lines, key),
+                            field=key)
+        for key in ("temperature", "cost"):
+            value = data.get(key, 1.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise SpecError(f"expected a number > 0, got {value!r}", file=str(path), line=line_of(lines, key), field=key)
+        out[str(data.get("name", path.stem))] = dict(data)
+    return out
+
+
+def make_model_grader(name: str, score_rule: str = "healthbench") -> Any:
+    """The grader of model-backed profile ``name``."""
+    profile = model_profiles()[name]
+    module, _, cls = GRADER_KINDS[profile["kind"]].partition(":")
+    grader = getattr(importlib.import_module(module), cls)
+    return grader(score_rule=score_rule, temperature=float(profile.get("temperature", 1.0)),
+                  cost=float(profile.get("cost", 1.0)), name=name)

@@ -1,0 +1,74 @@
+"""Over-optimisation of a judge (Gao et al. 2023): the judge's score of the training samples keeps
+rising while their true score peaks and falls. Measured from runs' ``metrics.jsonl`` (the per-step
+mean judge reward and true score of the training batch), over seeds:
+
+  peak     the highest block mean of the true score (blocks of ``block`` steps smooth the batch noise)
+  end      the last block's mean; drop = peak − end, with its standard error across seeds
+  judge_gain, judge_minus_true_end   how far the judge's score rose, and how far above the truth it ends
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .rundir import read_metrics  # noqa: E402
+
+
+def curves(runs: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray]:
+    """(judge reward, true score) per seed and step, shapes (S, T) over the steps every run has."""
+    records = [read_metrics(Path(r) / "metrics.jsonl").records for r in runs]
+    steps = min(len(r) for r in records)
+    judge = np.array([[row["reward"] for row in r[:steps]] for r in records], dtype=float)
+    true = np.array([[row["true_score"] for row in r[:steps]] for r in records], dtype=float)
+    return judge, true
+
+
+def _blocks(values: np.ndarray, block: int) -> np.ndarray:
+    """(S, T) → (S, ⌊T/block⌋) block means."""
+    n = values.shape[1] // block
+    return values[:, : n * block].reshape(values.shape[0], n, block).mean(axis=2)
+
+
+def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) -> dict[str, Any]:
+    """The statistics of the module docstring from (S, T) per-step curves."""
+    judge_blocks, true_blocks = _blocks(judge, block), _blocks(true, block)
+    mean_true = true_blocks.mean(axis=0)
+    peak = int(np.argmax(mean_true))
+    drops = true_blocks[:, peak] - true_blocks[:, -1]  # per seed, at the peak block of the seed mean
+    seeds = len(drops)
+    se = float(drops.std(ddof=1) / np.sqrt(seeds)) if seeds > 1 else float("nan")
+    return {
+        "seeds": seeds, "steps": int(judge.shape[1]), "block": block,
+        "true_blocks": mean_true.tolist(), "judge_blocks": judge_blocks.mean(axis=0).tolist(),
+        "peak_block": peak, "true_peak": float(mean_true[peak]), "true_end": float(mean_true[-1]),
+        "drop": float(drops.mean()), "drop_se": se, "drop_in_se": float(drops.mean() / se) if se and se > 0 else float("nan"),
+        "judge_gain": float(judge_blocks.mean(axis=0)[-1] - judge_blocks.mean(axis=0)[0]),
+        "judge_minus_true_end": float(judge_blocks.mean(axis=0)[-1] - mean_true[-1]),
+    }
+
+
+def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20) -> None:
+    """Judge and true score per step (mean over seeds, a band of ±1 SE), the block means on top."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = np.arange(1, judge.shape[1] + 1)
+    for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):
+        mean = values.mean(axis=0)
+        se = values.std(axis=0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
+        ax.plot(steps, mean, color=colour, lw=1, alpha=0.6)
+        ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.2)
+        blocks = _blocks(values, block).mean(axis=0)
+        centres = np.arange(len(blocks)) * block + (block + 1) / 2
+        ax.plot(centres, blocks, "o-", color=colour, lw=2, label=f"{label} ({block}-step means)")
+    ax.set(xlabel="training step", ylabel="score of the training samples", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,291 @@
+"""The learned judge (DESIGN §4): a small causal LM the package trains to answer, for one response and
+one rubric criterion, whether the criterion is met — from a limited budget of programmatic labels on
+the warm-start corpus's responses and the initial policy's samples (never on RL runs), so that its
+errors are a model's: tied to surface features, worse away from its training data, and exploitable.
+
+Input: ``<response tokens> <|criterion|> <criterion text> <|verdict|>``; the answer is the next token,
+``<|yes|>`` or ``<|no|>``, and P(yes) is read from those two logits. A verdict is *sampled* from P(yes)
+(the judge is stochastic), and the score's spread comes from the same probabilities, so the judge's
+confidence is its own. Grading shares each response's tokens across its criteria through the KV
+cache: one forward over the group's responses, one over all (response, criterion) suffixes.
+
+Built by ``python -m setgrpo_bench build-judge`` bit for bit (one thread, fixed seeds), shipped inside
+the package under the key of the suite, the policy and the build config (``judges.learned_paths``),
+with a card of its measured accuracy (``judge_card.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+from ..envs import load_env_benchmark
+from ..graders.grade import Grade
+from ..policy import GenerationConfig, TransformersEngine, load_policy
+from ..policy.embedded import _builtin_names
+from ..policy.engine import cache_argument
+from ..tasks.model import CATEGORIES, TaskInstance
+from ..tasks.scoring import rubric_score
+from .learned_paths import CARD, KEY_FILE, JudgeBuildConfig, build_key, judge_path
+
+CRITERION, VERDICT, YES, NO = "<|criterion|>", "<|verdict|>", "<|yes|>", "<|no|>"
+
+
+# ---------------------------------------------------------------- labels
+
+
+def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
+    """(train-split task, response) pairs: corpus examples of random quality and the initial policy's
+    samples, enough for ``label_budget + held_out`` criterion labels."""
+    rng = np.random.default_rng(config.seed)
+    names = _builtin_names()
+    benches = [load_env_benchmark(name) for name in names]
+    per_response = np.mean([len(b.instance("train", 0).rubric) for b in benches])
+    wanted = int(math.ceil((config.label_budget + config.held_out) / per_response * 1.1))
+    n_policy = int(round(config.policy_share * wanted))
+
+    def draw_task() -> TaskInstance:
+        bench = benches[int(rng.integers(len(benches)))]
+        return bench.instance("train", int(rng.integers(bench.size("train"))))
+
+    corpus = []
+    for _ in range(wanted - n_policy):
+        task = draw_task()
+        bench = load_env_benchmark(task.metadata["benchmark"])
+        corpus += [(task, r) for r in bench.examples(task, rng, 1, min_quality=0.0, max_quality=1.0)]
+    tasks = [draw_task() for _ in range(n_policy)]
+    policy = load_policy("tiny")
+    torch.manual_seed(config.seed)
+    texts = TransformersEngine(policy, GenerationConfig(max_new_tokens=72)).generate([t.prompt_text for t in tasks]).texts
+    return corpus + list(zip(tasks, texts))
+
+
+def _tokenizer() -> Any:
+    tokenizer = load_policy("tiny").tokenizer
+    tokenizer.add_special_tokens({"additional_special_tokens": [CRITERION, VERDICT, YES, NO]})
+    return tokenizer
+
+
+def _encode(tokenizer: Any, response: str, criterion: str, limit: int) -> list[int]:
+    head = [tokenizer.eos_token_id] + tokenizer(response, add_special_tokens=False)["input_ids"][:limit]
+    tail = tokenizer(" " + criterion, add_special_tokens=False)["input_ids"]
+    return head + [tokenizer.convert_tokens_to_ids(CRITERION)] + tail + [tokenizer.convert_tokens_to_ids(VERDICT)]
+
+
+# ---------------------------------------------------------------- build
+
+
+def _examples(pairs, tokenizer, config: JudgeBuildConfig, rng: np.random.Generator):
+    """(ids, label, category, pair index) per criterion of every pair, shuffled."""
+    out = []
+    for p, (task, response) in enumerate(pairs):
+        truth = task.true_verdicts(response)
+        for criterion, met in zip(task.rubric, truth):
+            out.append((_encode(tokenizer, response, criterion.text, config.max_response_tokens), bool(met),
+                        criterion.category, p))
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def _batch(rows, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    width = max(len(r[0]) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):  # left padded: the verdict position is the last column
+        ids[i, width - len(r[0]):] = torch.tensor(r[0])
+        mask[i, width - len(r[0]):] = 1
+    return ids, mask, torch.tensor([r[1] for r in rows])
+
+
+def _yes_logits(model, ids: torch.Tensor, mask: torch.Tensor, answers: tuple[int, int]) -> torch.Tensor:
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits[:, -1]
+    return logits[:, list(answers)].float()  # (N, 2): yes, no
+
+
+def build_judge(config: JudgeBuildConfig = JudgeBuildConfig(), *, force: bool = False, out: Path | None = None) -> Path:
+    """Build (or reuse, shipped or cached) the learned judge; returns its folder."""
+    target = Path(out) if out is not None else judge_path(config)
+    key = build_key(config)
+    if not force and (target / KEY_FILE).is_file() and (target / KEY_FILE).read_text().strip() == key:
+        return target
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the order of float sums then does not depend on the cores: a rebuild is bit-identical
+    try:
+        with torch.random.fork_rng(devices=[]):
+            model, tokenizer, card = _train_judge(config)
+    finally:
+        torch.set_num_threads(threads)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".judge-", dir=target.parent))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / KEY_FILE).write_text(key + "\n", encoding="utf-8")
+    (staging / CARD).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [staging, *staging.iterdir()]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
+
+
+def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[str, Any]]:
+    rng = np.random.default_rng(config.seed)
+    tokenizer = _tokenizer()
+    pairs = labelled_pairs(config)
+    examples = _examples(pairs, tokenizer, config, rng)
+    held, train = examples[: config.held_out], examples[config.held_out : config.held_out + config.label_budget]
+    torch.manual_seed(config.seed)
+    model = GPT2LMHeadModel(GPT2Config(
+        vocab_size=len(tokenizer), n_positions=256, n_embd=config.n_embd, n_layer=config.n_layer, n_head=config.n_head,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_pytorch_tanh",
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    ))
+    answers = (tokenizer.convert_tokens_to_ids(YES), tokenizer.convert_tokens_to_ids(NO))
+    generator = torch.Generator().manual_seed(config.seed)
+    steps = config.epochs * math.ceil(len(train) / config.batch_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=config.lr, total_steps=steps, pct_start=0.05)
+    model.train()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, transient=False) as progress:
+        bar = progress.add_task("learned judge", total=steps)
+        for _ in range(config.epochs):
+            order = torch.randperm(len(train), generator=generator).tolist()
+            for start in range(0, len(order), config.batch_size):
+                ids, mask, label = _batch([train[i] for i in order[start : start + config.batch_size]], tokenizer.pad_token_id)
+                logits = _yes_logits(model, ids, mask, answers)
+                loss = torch.nn.functional.cross_entropy(logits, (~label).long())  # class 0 = yes
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                progress.update(bar, advance=1, description=f"learned judge (loss {loss.item():.3f})")
+    model.eval()
+    return model, tokenizer, _card(model, tokenizer, held, answers, config, len(train))
+
+
+@torch.no_grad()
+def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: int) -> dict[str, Any]:
+    """The judge measured on held-out labels: per-category accuracy and error rates, calibration."""
+    probs = []
+    for start in range(0, len(held), 256):
+        ids, mask, _ = _batch(held[start : start + 256], tokenizer.pad_token_id)
+        probs.append(torch.softmax(_yes_logits(model, ids, mask, answers), dim=-1)[:, 0].numpy())
+    p = np.concatenate(probs)
+    truth = np.array([h[1] for h in held])
+    category = np.array([h[2] for h in held])
+    rates = {}
+    for cat in CATEGORIES:
+        sel = category == cat
+        met, unmet = sel & truth, sel & ~truth
+        rates[cat] = {"labels": int(sel.sum()), "accuracy": float(np.mean((p[sel] > 0.5) == truth[sel])) if sel.any() else None,
+                      "false_positive": float(p[unmet].mean()) if unmet.any() else 0.0,
+                      "false_negative": float(1 - p[met].mean()) if met.any() else 0.0}
+    bins = np.minimum((p * 10).astype(int), 9)
+    ece = sum(abs(p[bins == b].mean() - truth[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
+    return {"config": asdict(config), "labels_train": n_train, "labels_held_out": len(held),
+            "parameters": sum(t.numel() for t in model.parameters()), "categories": rates,
+            "accuracy": float(np.mean((p > 0.5) == truth)), "ece": float(ece)}
+
+
+# ---------------------------------------------------------------- grading
+
+
+class LearnedJudgeGrader:
+    """Grades with the learned judge: P(yes) per (response, criterion), a verdict sampled from it.
+
+    Every call draws exactly J uniforms per response from ``rng``, so grading a group at once equals
+    grading its responses one by one from the same stream.
+    """
+
+    def __init__(self, path: str | Path | None = None, score_rule: str = "healthbench", *, temperature: float = 1.0,
+                 cost: float = 1.0, name: str = "learned") -> None:
+        self.path = Path(path) if path is not None else build_judge()
+        self.model = GPT2LMHeadModel.from_pretrained(self.path, attn_implementation="eager").eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.card = json.loads((self.path / CARD).read_text(encoding="utf-8"))
+        self.limit = int(self.card["config"]["max_response_tokens"])
+        self.answers = (self.tokenizer.convert_tokens_to_ids(YES), self.tokenizer.convert_tokens_to_ids(NO))
+        self.score_rule, self.temperature, self.cost_per_call, self.name = score_rule, temperature, cost, name
+
+    @torch.no_grad()
+    def yes_probabilities(self, responses: Sequence[str], criteria: Sequence[str]) -> np.ndarray:
+        """P(yes) of every (response, criterion), shape (G, J): one forward over the responses, their
+        KV cache shared by the J criteria, one forward over the G·J criterion suffixes."""
+        tok, G, J = self.tokenizer, len(responses), len(criteria)
+        heads = [[tok.eos_token_id] + tok(r, add_special_tokens=False)["input_ids"][: self.limit] for r in responses]
+        tails = [[tok.convert_tokens_to_ids(CRITERION)] + tok(" " + c, add_special_tokens=False)["input_ids"]
+                 + [tok.convert_tokens_to_ids(VERDICT)] for c in criteria]
+        head_ids, head_mask = _left_padded(heads, tok.pad_token_id)
+        positions = (head_mask.cumsum(dim=1) - 1).clamp(min=0)
+        out = self.model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
+                         logits_to_keep=1)
+        rows = torch.arange(G).repeat_interleave(J)
+        argument = cache_argument(self.model)
+        cache = out[argument]
+        cache.batch_select_indices(rows)
+        width = max(len(t) for t in tails)
+        tail_ids = torch.full((G * J, width), tok.pad_token_id, dtype=torch.long)
+        tail_mask = torch.zeros((G * J, width), dtype=torch.long)
+        for i in range(G * J):
+            t = tails[i % J]
+            tail_ids[i, : len(t)], tail_mask[i, : len(t)] = torch.tensor(t), 1
+        mask = torch.cat([head_mask[rows], tail_mask], dim=1)
+        tail_positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, head_ids.shape[1]:]
+        logits = self.model(input_ids=tail_ids, attention_mask=mask, position_ids=tail_positions,
+                            use_cache=True, **{argument: cache}).logits
+        last = tail_mask.sum(dim=1) - 1
+        pair = logits[torch.arange(G * J), last][:, list(self.answers)].float() / self.temperature
+        return torch.softmax(pair, dim=-1)[:, 0].reshape(G, J).numpy().astype(float)
+
+    def grade(self, task: TaskInstance, response: str, rng: np.random.Generator) -> Grade:
+        return self.grade_group(task, [response], rng)[0]
+
+    def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
+        J = len(task.rubric)
+        p = self.yes_probabilities(list(responses), [c.text for c in task.rubric]) if responses else np.zeros((0, J))
+        observed = rng.random((len(responses), J)) < p
+        true = np.stack([task.true_verdicts(r) for r in responses]) if responses else np.zeros((0, J), bool)
+        score, raw = rubric_score(task.points, observed, self.score_rule)
+        true_score, true_raw = rubric_score(task.points, true, self.score_rule)
+        points = task.points
+        w = points / points[points > 0].sum() if self.score_rule == "healthbench" else np.abs(points) / np.abs(points).sum()
+        spread = np.sqrt((w**2 * p * (1 - p)).sum(axis=-1))  # the judge's own uncertainty about its score
+        return [Grade(score=float(score[i]), raw_score=float(raw[i]), verdicts=observed[i], true_score=float(true_score[i]),
+                      true_raw_score=float(true_raw[i]), true_verdicts=true[i], valid=True, judge_calls=J,
+                      spread=float(spread[i]), confidence=np.where(observed[i], p[i], 1 - p[i]))
+                for i in range(len(responses))]
+
+    def stated_rates(self, task: TaskInstance) -> tuple[np.ndarray, np.ndarray]:
+        """The judge's error rates per criterion of ``task``, as measured on its held-out labels."""
+        cats = self.card["categories"]
+        return (np.array([cats[c]["false_positive"] for c in task.categories]),
+                np.array([cats[c]["false_negative"] for c in task.categories]))
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"kind": "learned", "key": (self.path / KEY_FILE).read_text().strip(), "temperature": self.temperature}
+
+
+def _left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):], mask[i, width - len(r):] = torch.tensor(r), 1
+    return ids, mask

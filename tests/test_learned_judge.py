@@ -1,0 +1,92 @@
+"""The learned judge: built bit for bit, shipped for the current suite, its shared-prefix grading equal
+to asking each question alone, its verdicts sampled from its own P(yes), usable as a judge profile."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import binomial_ok
+
+from setgrpo_bench.judges.learned import LearnedJudgeGrader, _encode, _left_padded, build_judge
+from setgrpo_bench.judges.learned_paths import KEY_FILE, SHIPPED, JudgeBuildConfig, build_key
+
+SMALL_JUDGE = JudgeBuildConfig(n_embd=16, n_layer=1, n_head=2, label_budget=600, held_out=200, epochs=1)
+
+
+@pytest.fixture(scope="module")
+def small_judge(tmp_path_factory):
+    return build_judge(SMALL_JUDGE, out=tmp_path_factory.mktemp("judge") / "small")
+
+
+@pytest.fixture(scope="module")
+def grader(small_judge):
+    return LearnedJudgeGrader(small_judge)
+
+
+def test_the_shipped_judge_is_built_for_the_current_suite_and_policy():
+    """A change to a benchmark, the embedded policy or the build recipe makes it stale: rebuild it with
+    ``python -m setgrpo_bench build-judge``."""
+    assert (SHIPPED / KEY_FILE).read_text().strip() == build_key()
+    assert sum(p.stat().st_size for p in SHIPPED.iterdir()) < 10 * 2**20
+
+
+def test_a_rebuild_is_bit_identical(small_judge, tmp_path):
+    again = build_judge(SMALL_JUDGE, out=tmp_path / "again")
+    assert (again / "model.safetensors").read_bytes() == (small_judge / "model.safetensors").read_bytes()
+    assert (again / "judge_card.json").read_text() == (small_judge / "judge_card.json").read_text()
+
+
+def test_shared_prefix_probabilities_equal_asking_each_question_alone(grader, medication):
+    task = medication.instance("train", 3)
+    responses = ["Take 10 mg twice a day with food.", "", "Dear Ana, call your doctor if you feel dizzy. " * 4]
+    shared = grader.yes_probabilities(responses, [c.text for c in task.rubric])
+    tok = grader.tokenizer
+    rows = [_encode(tok, r, c.text, grader.limit) for r in responses for c in task.rubric]
+    ids, mask = _left_padded(rows, tok.pad_token_id)
+    with torch.no_grad():
+        logits = grader.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits[:, -1]
+    alone = torch.softmax(logits[:, list(grader.answers)], dim=-1)[:, 0].reshape(shared.shape).numpy()
+    assert np.abs(shared - alone).max() < 1e-5
+
+
+def test_group_grading_equals_one_by_one_from_the_same_stream(grader, medication):
+    task = medication.instance("train", 5)
+    responses = ["Take it daily.", "Ask your pharmacist about 5 mg.", "No."]
+    together = grader.grade_group(task, responses, np.random.default_rng(1))
+    rng = np.random.default_rng(1)
+    alone = [grader.grade(task, r, rng) for r in responses]
+    assert [g.score for g in together] == [g.score for g in alone]
+    assert all(g.valid and g.judge_calls == len(task.rubric) for g in together)
+
+
+def test_verdicts_are_sampled_from_the_judges_own_probability(grader, medication):
+    task = medication.instance("train", 7)
+    response = "Take 10 mg in the morning and call your doctor if the rash spreads."
+    p = grader.yes_probabilities([response], [c.text for c in task.rubric])[0]
+    n = 4000
+    grades = grader.grade_group(task, [response] * n, np.random.default_rng(2))
+    met = np.stack([g.verdicts for g in grades]).sum(axis=0)
+    for j in range(len(task.rubric)):  # Bonferroni over the criteria, two-sided level 1e-4
+        assert binomial_ok(int(met[j]), n, float(p[j]), alpha=1e-4 / len(task.rubric)), (j, met[j] / n, p[j])
+    w = task.points / task.points[task.points > 0].sum()
+    assert grades[0].spread == pytest.approx(float(np.sqrt((w**2 * p * (1 - p)).sum())))
+
+
+def test_the_card_states_the_judges_measured_error_rates(grader, medication):
+    card = grader.card
+    assert card["labels_train"] == 600 and card["labels_held_out"] == 200 and 0 <= card["ece"] <= 1
+    fp, fn = grader.stated_rates(medication.instance("train", 0))
+    assert fp.shape == fn.shape == (len(medication.instance("train", 0).rubric),) and np.all((fp >= 0) & (fp <= 1))
+
+
+def test_the_learned_judge_is_a_profile_every_env_and_run_can_use():
+    import gymnasium as gym
+
+    from setgrpo_bench.agents import resolve_config
+    from setgrpo_bench.harness.suite import suite_fingerprint
+
+    env = gym.make("setgrpo/UnitConversion-v0", noise="learned").unwrapped
+    env.reset(seed=0)
+    _, reward, *_ , info = env.step("12 km is 12000 m.")
+    assert 0.0 <= reward <= 1.0 and info["valid"] and env.judge_error_rates(env.benchmark.instance("train", 0)) is not None
+    learned = suite_fingerprint(resolve_config("grpo", {"noise": "learned"}))
+    assert learned != suite_fingerprint(resolve_config("grpo", {"noise": "realistic"}))
