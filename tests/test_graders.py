@@ -199,3 +199,36 @@ def test_the_expert_references_persistent_errors_are_independent_of_the_judges()
 
 def test_reference_cost_is_stated_by_its_profile():
     assert load_profile("expert").cost == 10.0 and load_profile("realistic").cost == 1.0
+
+
+def test_an_averaged_reference_pays_for_every_call_and_errs_less(medication):
+    from setgrpo_bench.agents import resolve_config
+    from setgrpo_bench.agents.budget import budget_matched_repeats
+    from setgrpo_bench.errors import ConfigError
+    from setgrpo_bench.graders.reference import AveragedReference, parse_reference
+
+    grader = RubricGrader("realistic")
+    single, averaged = make_reference("profile:harsh", grader), make_reference("profile:harsh*4", grader)
+    assert isinstance(averaged, AveragedReference) and averaged.cost_per_call == single.cost_per_call
+    task = medication.instance("train", 2)
+    responses = [f"Take {k} mg of it twice a day and call your doctor." for k in range(60)]
+    one = single.grade_group(task, responses, np.random.default_rng(0))
+    four = averaged.grade_group(task, responses, np.random.default_rng(0))
+    assert all(f.judge_calls >= 4 * len(task.rubric) for f in four)
+    err = lambda grades: np.mean([(g.score - g.true_score) ** 2 for g in grades if g.valid])  # noqa: E731
+    assert err(four) < 0.6 * err(one)
+    with pytest.raises(ConfigError, match=r"'profile:NAME\*N' with an integer N >= 1"):
+        parse_reference("profile:expert*0")
+    base = {"protocol": "board-v1"}
+    ratio = budget_matched_repeats(resolve_config("setgrpo", {**base, "reference": "profile:expert*3"}))
+    steps = resolve_config("setgrpo", base).run.steps
+    assert ratio == pytest.approx((steps * 16 + 48 * (1 + 30) + steps * 4 * 30) / (steps * 16))
+
+
+def test_the_expert_errs_at_most_half_as_much_as_the_realistic_judge(medication):
+    """DESIGN §4: the reference's score error RMS against the truth is at most half the training judge's."""
+    task, rng = medication.instance("train", 1), np.random.default_rng(3)
+    responses = _responses(2000, 20)
+    rms = {name: np.sqrt(np.mean([(g.score - g.true_score) ** 2 for g in RubricGrader(name).grade_group(task, responses, rng)
+                                  if g.valid])) for name in ("expert", "realistic")}
+    assert rms["expert"] <= 0.5 * rms["realistic"], rms

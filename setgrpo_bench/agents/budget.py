@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..graders.noise import load_profile
-from ..graders.reference import parse_reference
+from ..graders.reference import parse_reference, reference_calls
 from .config import TrainConfig
 
 
@@ -16,7 +16,11 @@ def budget_matched_repeats(setgrpo: TrainConfig) -> float:
     reference profile's ``cost``). Constant groups are not audited, so the measured ratio is lower."""
     s, run = setgrpo.setgrpo, setgrpo.run
     kind, arg = parse_reference(s.reference)
-    k_ref = int(arg) if kind == "consensus" else load_profile(arg).cost
+    if kind == "consensus":
+        k_ref = int(arg)
+    else:
+        name, calls = reference_calls(s.reference)
+        k_ref = load_profile(name).cost * calls
     training = run.steps * run.groups_per_step
     audits = s.warmup_groups * (1 + k_ref) + run.steps * math.ceil(s.audit_fraction * run.groups_per_step) * k_ref
     return (training + audits) / training

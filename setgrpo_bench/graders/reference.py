@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from ..errors import ConfigError
 from ..tasks.model import TaskInstance
 from ..tasks.scoring import rubric_score
 from .grade import Grade
+from .kinds import model_profiles
 from .noise import load_profile
 from .rubric_grader import RubricGrader, make_grader
 
@@ -50,22 +52,62 @@ class ConsensusReference:
         return out
 
 
+class AveragedReference:
+    """N calls of another judge per response, scores averaged over the valid ones (``profile:NAME*N``):
+    its own errors shrink with N, its persistent ones do not; every call is paid for."""
+
+    def __init__(self, grader: Any, n: int) -> None:
+        self.grader, self.n = grader, n
+        self.name = f"{grader.name}*{n}"
+        self.cost_per_call = grader.cost_per_call
+
+    def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
+        rounds = [self.grader.grade_group(task, responses, rng) for _ in range(self.n)]
+        out = []
+        for i in range(len(responses)):
+            draws = [r[i] for r in rounds]
+            ok = [g for g in draws if g.valid]
+            calls = sum(g.judge_calls for g in draws)
+            if not ok:
+                out.append(replace(draws[0], judge_calls=calls))
+                continue
+            out.append(replace(ok[0], score=float(np.mean([g.score for g in ok])),
+                               raw_score=float(np.mean([g.raw_score for g in ok])),
+                               verdicts=np.mean([g.verdicts for g in ok], axis=0) > 0.5, judge_calls=calls,
+                               spread=float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok))), confidence=None))
+        return out
+
+
 def parse_reference(spec: str) -> tuple[str, str]:
-    """Validate ``consensus:K`` (K ≥ 1) or ``profile:NAME`` (a profile in the catalog) → (kind, arg)."""
+    """Validate ``consensus:K`` (K ≥ 1), ``profile:NAME`` or ``profile:NAME*N`` (a profile of the catalog,
+    averaged over N ≥ 1 calls) → (kind, arg)."""
     kind, _, arg = str(spec).partition(":")
     if kind == "consensus":
         if not (arg or "5").isdigit() or int(arg or 5) < 1:
             raise ConfigError("reference", spec, "'consensus:K' with an integer K >= 1")
         return kind, arg or "5"
     if kind == "profile" and arg:
-        load_profile(arg)
+        name, _, repeats = arg.partition("*")
+        if "*" in arg and (not repeats.isdigit() or int(repeats) < 1):
+            raise ConfigError("reference", spec, "'profile:NAME*N' with an integer N >= 1")
+        if name not in model_profiles():
+            load_profile(name)
         return kind, arg
-    raise ConfigError("reference", spec, "'consensus:K' or 'profile:NAME'")
+    raise ConfigError("reference", spec, "'consensus:K', 'profile:NAME' or 'profile:NAME*N'")
 
 
-def make_reference(spec: str, grader: RubricGrader) -> ConsensusReference | RubricGrader:
-    """``consensus:K`` (K-repeat consensus of ``grader``) or ``profile:NAME`` (a less noisy judge)."""
+def reference_calls(spec: str) -> tuple[str, int]:
+    """(profile name, calls per audited response) of a ``profile:`` reference."""
+    name, _, repeats = parse_reference(spec)[1].partition("*")
+    return name, int(repeats or 1)
+
+
+def make_reference(spec: str, grader: RubricGrader) -> Any:
+    """``consensus:K`` (K-repeat consensus of ``grader``), ``profile:NAME`` (another, less noisy judge)
+    or ``profile:NAME*N`` (that judge's score averaged over N calls)."""
     kind, arg = parse_reference(spec)
     if kind == "consensus":
         return ConsensusReference(grader, int(arg))
-    return make_grader(arg, score_rule=grader.score_rule)
+    name, repeats = reference_calls(spec)
+    other = make_grader(name, score_rule=grader.score_rule)
+    return AveragedReference(other, repeats) if repeats > 1 else other
