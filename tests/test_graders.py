@@ -232,3 +232,58 @@ def test_the_expert_errs_at_most_half_as_much_as_the_realistic_judge(medication)
     rms = {name: np.sqrt(np.mean([(g.score - g.true_score) ** 2 for g in RubricGrader(name).grade_group(task, responses, rng)
                                   if g.valid])) for name in ("expert", "realistic")}
     assert rms["expert"] <= 0.5 * rms["realistic"], rms
+
+
+def _verbose_profile(**fields):
+    return NoiseProfile(**{"name": "v", "false_positive": dict.fromkeys(CATEGORIES, 0.1),
+                           "false_negative": dict.fromkeys(CATEGORIES, 0.1), "reference_words": 10, "length_bias": 0.0,
+                           **fields})
+
+
+def _task(*criteria):
+    return TaskInstance("verbose", "prompt", tuple(criteria))
+
+
+@pytest.mark.parametrize("field, value", [("limit_blindness", 1.0), ("keyword_credit", 2.0), ("length_favours", True)])
+def test_the_verbose_judges_shifts_by_hand(field, value):
+    """Each verbosity field moves the error probability on the logit scale by exactly its stated amount:
+    a violated 10-word limit read in a 40-word response (2 doublings) is judged kept with
+    sigmoid(logit 0.1 + 2·1.0); an unmet criterion whose two content words are both restated, with
+    sigmoid(logit 0.1 + 2.0); with the length bias favouring, a pitfall of a long response is missed more."""
+    from scipy.special import expit, logit
+
+    from setgrpo_bench.tasks.checks import build_check
+
+    n = 20_000
+    if field == "limit_blindness":
+        criterion = Criterion("short", "Uses at most 10 words.", 1, "important", check=build_check({"type": "word_count", "max": 10}))
+        responses, expected = [" ".join(f"w{i}" for i in range(39)) + f" x{k}" for k in range(n)], expit(logit(0.1) + 2.0)
+    elif field == "keyword_credit":
+        criterion = Criterion("dish", "Saffron risotto.", 1, "important",
+                              check=build_check({"type": "keyword_all", "terms": ["saffron", "risotto", "parmesan"]}))
+        responses, expected = [f"saffron risotto tonight {k}" for k in range(n)], expit(logit(0.1) + 2.0)
+    else:
+        criterion = Criterion("burn", "Burns the food.", -1, "pitfall", check=build_check({"type": "keyword_any", "terms": ["burn"]}))
+        long = " ".join(["fine"] * 79)  # 80 words: 3 doublings over 10, bias 0.5 per doubling towards the response's favour
+        responses, expected = [f"{long} {k}" for k in range(n)], expit(logit(0.1) - 1.5)
+    profile = _verbose_profile(**{field: value, **({"length_bias": 0.5} if field == "length_favours" else {})})
+    task = _task(criterion, Criterion("other", "x", 1, "essential", check=build_check({"type": "keyword_any", "terms": ["qqq"]})))
+    grades = RubricGrader(profile).grade_group(task, responses, np.random.default_rng(4))
+    wrong = sum(bool(g.verdicts[0] != g.true_verdicts[0]) for g in grades)
+    assert binomial_ok(wrong, n, expected), (wrong / n, expected)
+
+
+def test_a_verbose_judge_misses_repetition_and_old_profiles_keep_their_fingerprint():
+    from setgrpo_bench.tasks.checks import build_check
+
+    profile = _verbose_profile(repetition_missed=0.7)
+    pitfall = Criterion("rep", "Repeats itself.", -1, "pitfall", check=build_check({"type": "repetition"}))
+    task = _task(pitfall, Criterion("c", "x", 1, "essential", check=build_check({"type": "keyword_any", "terms": ["x"]})))
+    response = "the same words again " * 12
+    assert task.true_verdicts(response)[0]
+    n = 20_000
+    grades = RubricGrader(profile).grade_group(task, [response + str(k) for k in range(n)], np.random.default_rng(5))
+    missed = sum(not g.verdicts[0] for g in grades)
+    assert binomial_ok(missed, n, 0.7 + 0.3 * 0.1)  # missed, or not missed but a false negative
+    for name in ("clean", "mild", "realistic", "harsh", "sparse", "expert"):
+        assert not {"length_favours", "limit_blindness", "keyword_credit", "repetition_missed"} & set(load_profile(name).fingerprint())

@@ -28,6 +28,8 @@ from ..tasks.schema import load_schema, schema_problems
 from ..tasks.yamlio import Location, load_yaml
 
 _HERMITE = np.polynomial.hermite_e.hermegauss(64)
+VERBOSITY_FIELDS = ("length_favours", "limit_blindness", "keyword_credit", "repetition_missed")
+"""What LLM judges are known for beyond flips (Zheng et al. 2023; Saito et al. 2023): off unless set."""
 SCHEMA = Path(__file__).with_name("noise_profile.schema.json")
 """The profile format (fields, types, ranges): ``graders/*.yaml`` files are checked against it."""
 
@@ -51,6 +53,10 @@ class NoiseProfile:
     gross_error_rate: float = 0.0  # share of calls that misread the response and flip most verdicts
     gross_flip: float = 0.8  # in such a call, the probability that each verdict is flipped
     cost: float = 1.0  # price of one call relative to the training judge's (a reference judge costs more)
+    length_favours: bool = False  # the length bias favours the response (met for criteria, not met for pitfalls)
+    limit_blindness: float = 0.0  # logit shift towards "met" of a violated length/count limit, per doubling of length
+    keyword_credit: float = 0.0  # logit shift towards "met" of a criterion by the share of its words the response restates
+    repetition_missed: float = 0.0  # probability that the judge misses a repetition the response has
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -75,7 +81,7 @@ class NoiseProfile:
         out = {k: v for k, v in self.to_dict().items() if k != "cost"}
         if not self.gross_error_rate:
             out = {k: v for k, v in out.items() if k not in ("gross_error_rate", "gross_flip")}
-        return out
+        return {k: v for k, v in out.items() if k not in VERBOSITY_FIELDS or v}  # off: as before they existed
 
     @property
     def is_clean(self) -> bool:

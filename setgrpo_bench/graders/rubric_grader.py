@@ -57,7 +57,8 @@ class RubricGrader:
         J, G, R = len(task.rubric), len(responses), p.max_retries + 1
         views = [ResponseView(r) for r in responses]
         true = np.stack([task.true_verdicts(v.text) for v in views]) if G else np.zeros((0, J), bool)
-        u = rng.random((G, R, J + 2 + (J + 1 if p.gross_error_rate > 0 else 0)))
+        extra = (J + 1 if p.gross_error_rate > 0 else 0) + (J if p.repetition_missed > 0 else 0)
+        u = rng.random((G, R, J + 2 + extra))
         n_words = np.array([len(v.words) for v in views], dtype=float)
 
         invalid = u[:, :, 0] < p.invalid_rate
@@ -68,7 +69,7 @@ class RubricGrader:
         fp, fn = p.base_rates(task.categories)
         rate = np.where(true, fn, fp)
         toward_met = np.where(true, -1.0, 1.0)
-        length = p.length_shift(n_words)[:, None]
+        length = p.length_shift(n_words)[:, None] * (_favour(task) if p.length_favours else 1.0) + _verbosity(p, task, views)
         leniency = p.leniency_sd * ndtri(np.clip(draws[:, 1], 1e-12, 1 - 1e-12))[:, None]
         p_base = _shifted(rate, toward_met * length)
         p_call = _shifted(rate, toward_met * (length + leniency))
@@ -80,7 +81,11 @@ class RubricGrader:
         observed = true ^ (persistent | fresh)
         if p.gross_error_rate > 0:  # a misread response: most verdicts flipped at once
             gross = draws[:, J + 2] < p.gross_error_rate
-            observed = np.where(gross[:, None], true ^ (draws[:, J + 3 :] < p.gross_flip), observed)
+            observed = np.where(gross[:, None], true ^ (draws[:, J + 3 : 2 * J + 3] < p.gross_flip), observed)
+        if p.repetition_missed > 0:  # a repetition the judge does not notice
+            repeats = np.array([type(c.check).__name__ == "Repetition" for c in task.rubric])
+            missed = draws[:, draws.shape[1] - J :] < p.repetition_missed
+            observed = np.where(repeats & true & missed, False, observed)
 
         score, raw = rubric_score(task.points, observed, self.score_rule)
         if p.likert_levels:
@@ -117,6 +122,34 @@ class RubricGrader:
         points = task.points
         w = points / points[points > 0].sum() if self.score_rule == "healthbench" else np.abs(points) / np.abs(points).sum()
         return np.sqrt((w**2 * r * (1 - r)).sum(axis=-1))
+
+
+_LIMITS = ("WordCount", "Count")
+_STOP = frozenset("the a an and or of to in on for with at by from is are be it its this that your you".split())
+
+
+def _favour(task: TaskInstance) -> np.ndarray:
+    """+1 for a criterion (met is in the response's favour), −1 for a pitfall, shape (J,)."""
+    return np.where(task.points > 0, 1.0, -1.0)
+
+
+def _verbosity(p: NoiseProfile, task: TaskInstance, views: Sequence[ResponseView]) -> np.ndarray | float:
+    """Logit shifts towards "met" of what verbose LLM judges miss or reward (shape (G, J)): a length or
+    count limit looks kept the more the longer the response (``limit_blindness`` per doubling over the
+    reference length), and a criterion looks met the more of its words the response restates
+    (``keyword_credit`` × the share; pitfalls excluded)."""
+    if not (p.limit_blindness or p.keyword_credit):
+        return 0.0
+    limits = np.array([type(c.check).__name__ in _LIMITS for c in task.rubric])
+    doublings = np.maximum(np.log2(np.maximum([len(v.words) for v in views], 1) / p.reference_words), 0.0)
+    shift = p.limit_blindness * doublings[:, None] * limits
+    if p.keyword_credit:
+        terms = [{w for w in ResponseView(c.text).words if len(w) > 2 and w not in _STOP} for c in task.rubric]
+        said = [set(v.words) for v in views]
+        share = np.array([[len(t & s) / len(t) if t and c.points > 0 else 0.0 for t, c in zip(terms, task.rubric)]
+                          for s in said])
+        shift = shift + p.keyword_credit * share
+    return shift
 
 
 def make_grader(grader: Any = "realistic", score_rule: str = "healthbench") -> Any:
