@@ -287,3 +287,23 @@ def test_a_verbose_judge_misses_repetition_and_old_profiles_keep_their_fingerpri
     assert binomial_ok(missed, n, 0.7 + 0.3 * 0.1)  # missed, or not missed but a false negative
     for name in ("clean", "mild", "realistic", "harsh", "sparse", "expert"):
         assert not {"length_favours", "limit_blindness", "keyword_credit", "repetition_missed"} & set(load_profile(name).fingerprint())
+
+
+def _hanley_mcneil_se(auc, n_pos, n_neg):
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)
+    return np.sqrt((auc * (1 - auc) + (n_pos - 1) * (q1 - auc**2) + (n_neg - 1) * (q2 - auc**2)) / (n_pos * n_neg))
+
+
+@pytest.mark.parametrize("target", [0.7, 0.85])
+def test_reported_confidence_separates_wrong_verdicts_at_the_stated_auroc(target):
+    """Over 20,000 calls × 8 criteria, the AUROC of (1 − confidence) for wrong verdicts is the profile's
+    within 4 standard errors (Hanley & McNeil 1982)."""
+    from setgrpo_bench.harness.judges import auroc
+
+    profile = NoiseProfile(**{**load_profile("realistic").to_dict(), "name": "conf", "confidence_auroc": target})
+    task = _probe_task()
+    grades = RubricGrader(profile).grade_group(task, _responses(N_GRADINGS, 40), np.random.default_rng(8))
+    wrong = np.concatenate([g.verdicts != g.true_verdicts for g in grades if g.valid])
+    confidence = np.concatenate([g.confidence for g in grades if g.valid])
+    measured = auroc(1 - confidence, wrong)
+    assert abs(measured - target) <= 4 * _hanley_mcneil_se(target, int(wrong.sum()), int((~wrong).sum())), measured

@@ -28,8 +28,10 @@ from ..tasks.schema import load_schema, schema_problems
 from ..tasks.yamlio import Location, load_yaml
 
 _HERMITE = np.polynomial.hermite_e.hermegauss(64)
-VERBOSITY_FIELDS = ("length_favours", "limit_blindness", "keyword_credit", "repetition_missed")
-"""What LLM judges are known for beyond flips (Zheng et al. 2023; Saito et al. 2023): off unless set."""
+VERBOSITY_FIELDS = ("length_favours", "limit_blindness", "keyword_credit", "repetition_missed", "confidence_auroc",
+                    "gross_visible")
+"""What LLM judges are known for beyond flips (Zheng et al. 2023; Saito et al. 2023), and a reported
+confidence that carries information: off unless set (a profile without them keeps its fingerprint)."""
 SCHEMA = Path(__file__).with_name("noise_profile.schema.json")
 """The profile format (fields, types, ranges): ``graders/*.yaml`` files are checked against it."""
 
@@ -57,6 +59,8 @@ class NoiseProfile:
     limit_blindness: float = 0.0  # logit shift towards "met" of a violated length/count limit, per doubling of length
     keyword_credit: float = 0.0  # logit shift towards "met" of a criterion by the share of its words the response restates
     repetition_missed: float = 0.0  # probability that the judge misses a repetition the response has
+    confidence_auroc: float = 0.0  # > 0.5: how well the reported confidence separates wrong verdicts from right ones
+    gross_visible: float = 0.0  # probability that a gross-error call shows up as low confidence on all its verdicts
     description: str = ""
 
     def __post_init__(self) -> None:

@@ -57,7 +57,8 @@ class RubricGrader:
         J, G, R = len(task.rubric), len(responses), p.max_retries + 1
         views = [ResponseView(r) for r in responses]
         true = np.stack([task.true_verdicts(v.text) for v in views]) if G else np.zeros((0, J), bool)
-        extra = (J + 1 if p.gross_error_rate > 0 else 0) + (J if p.repetition_missed > 0 else 0)
+        extra = ((J + 1 if p.gross_error_rate > 0 else 0) + (J if p.repetition_missed > 0 else 0)
+                 + (J + 1 if p.confidence_auroc > 0 else 0))
         u = rng.random((G, R, J + 2 + extra))
         n_words = np.array([len(v.words) for v in views], dtype=float)
 
@@ -82,17 +83,25 @@ class RubricGrader:
         if p.gross_error_rate > 0:  # a misread response: most verdicts flipped at once
             gross = draws[:, J + 2] < p.gross_error_rate
             observed = np.where(gross[:, None], true ^ (draws[:, J + 3 : 2 * J + 3] < p.gross_flip), observed)
+        gross_call = gross if p.gross_error_rate > 0 else np.zeros(G, bool)
+        tail = J + 2 + (J + 1 if p.gross_error_rate > 0 else 0)
         if p.repetition_missed > 0:  # a repetition the judge does not notice
             repeats = np.array([type(c.check).__name__ == "Repetition" for c in task.rubric])
-            missed = draws[:, draws.shape[1] - J :] < p.repetition_missed
+            missed = draws[:, tail : tail + J] < p.repetition_missed
             observed = np.where(repeats & true & missed, False, observed)
+            tail += J
 
         score, raw = rubric_score(task.points, observed, self.score_rule)
         if p.likert_levels:
             score = np.round(score * (p.likert_levels - 1)) / (p.likert_levels - 1)
         true_score, true_raw = rubric_score(task.points, true, self.score_rule)
-        spread = self._spread(task, observed)
-        confidence = 1 - np.where(observed, fp, fn)  # one minus the stated rate of the error that would give it
+        stated = np.where(observed, fp, fn)  # the stated rate of the error that would give each verdict
+        if p.confidence_auroc > 0:
+            confidence = reported_confidence(observed != true, draws[:, tail : tail + J + 1], p, gross_call)
+            spread = self._spread(task, observed, 1 - confidence)
+        else:
+            confidence = 1 - stated
+            spread = self._spread(task, observed)
         calls = (attempt + 1) * J
         return [
             Grade(
@@ -114,14 +123,31 @@ class RubricGrader:
         """What defines this judge's behaviour, for suite hashes."""
         return self.profile.fingerprint()
 
-    def _spread(self, task: TaskInstance, observed: np.ndarray) -> np.ndarray:
-        """Judge-side standard deviation of the score: √Σ w_j² r_j(1 − r_j), where r_j is the stated
-        rate of the error that would have produced the observed verdict."""
+    def _spread(self, task: TaskInstance, observed: np.ndarray, error: np.ndarray | None = None) -> np.ndarray:
+        """Judge-side standard deviation of the score: √Σ w_j² r_j(1 − r_j), where r_j is the judge's
+        probability that verdict j is wrong — one minus its reported confidence, or (by default) the
+        stated rate of the error that would have produced the observed verdict."""
         fp, fn = self.profile.base_rates(task.categories)
-        r = np.where(observed, fp, fn)
+        r = np.where(observed, fp, fn) if error is None else error
         points = task.points
         w = points / points[points > 0].sum() if self.score_rule == "healthbench" else np.abs(points) / np.abs(points).sum()
         return np.sqrt((w**2 * r * (1 - r)).sum(axis=-1))
+
+
+def reported_confidence(wrong: np.ndarray, u: np.ndarray, p: NoiseProfile, gross: np.ndarray) -> np.ndarray:
+    """Confidences that separate wrong verdicts from right ones with the profile's AUROC (binormal model):
+    a verdict's latent score is N(0, 1) when right and N(−d, 1) when wrong, d = √2 Φ⁻¹(AUROC), so
+    P(score of a right one > a wrong one) = Φ(d/√2) = AUROC over any set of verdicts. The reported
+    confidence is P(right | score) under the profile's mean stated error rate r̄ — one prior for every
+    verdict, so that the confidence stays a monotone function of the score and pooling criteria does not
+    change the AUROC. A gross call is visible (every verdict scored as a wrong one's) with probability
+    ``gross_visible``. ``u``: (G, J + 1) uniforms."""
+    d = np.sqrt(2.0) * ndtri(p.confidence_auroc)
+    prior = float(np.mean([*p.false_positive.values(), *p.false_negative.values()]))
+    visible = gross & (u[:, -1] < p.gross_visible)
+    score = ndtri(np.clip(u[:, :-1], 1e-12, 1 - 1e-12)) - d * (wrong | visible[:, None])
+    right = (1 - prior) * np.exp(-0.5 * score**2)
+    return right / (right + prior * np.exp(-0.5 * (score + d) ** 2))
 
 
 _LIMITS = ("WordCount", "Count")
