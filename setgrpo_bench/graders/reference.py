@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,24 +32,14 @@ class ConsensusReference:
         self.cost_per_call = grader.cost_per_call  # calls of the training judge itself
 
     def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
-        rounds = [self.grader.grade_group(task, responses, rng) for _ in range(self.k)]
-        out = []
-        for i in range(len(responses)):
-            draws = [r[i] for r in rounds]
-            ok = [g for g in draws if g.valid]
-            calls = sum(g.judge_calls for g in draws)
-            if not ok:
-                out.append(replace(draws[0], judge_calls=calls))
-                continue
+        def vote(ok: list[Grade]) -> Grade:
             votes = np.mean([g.verdicts for g in ok], axis=0) > 0.5
             score, raw = rubric_score(task.points, votes, self.grader.score_rule)
-            spread = float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok)))
-            out.append(Grade(
-                score=float(score), raw_score=float(raw), verdicts=votes, true_score=ok[0].true_score,
-                true_raw_score=ok[0].true_raw_score, true_verdicts=ok[0].true_verdicts, valid=True,
-                judge_calls=calls, spread=spread,
-            ))
-        return out
+            return Grade(score=float(score), raw_score=float(raw), verdicts=votes, true_score=ok[0].true_score,
+                         true_raw_score=ok[0].true_raw_score, true_verdicts=ok[0].true_verdicts, valid=True,
+                         judge_calls=0, spread=float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok))))
+
+        return _combined(self.grader, task, responses, rng, self.k, vote)
 
 
 class AveragedReference:
@@ -62,20 +52,26 @@ class AveragedReference:
         self.cost_per_call = grader.cost_per_call
 
     def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
-        rounds = [self.grader.grade_group(task, responses, rng) for _ in range(self.n)]
-        out = []
-        for i in range(len(responses)):
-            draws = [r[i] for r in rounds]
-            ok = [g for g in draws if g.valid]
-            calls = sum(g.judge_calls for g in draws)
-            if not ok:
-                out.append(replace(draws[0], judge_calls=calls))
-                continue
-            out.append(replace(ok[0], score=float(np.mean([g.score for g in ok])),
-                               raw_score=float(np.mean([g.raw_score for g in ok])),
-                               verdicts=np.mean([g.verdicts for g in ok], axis=0) > 0.5, judge_calls=calls,
-                               spread=float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok))), confidence=None))
-        return out
+        def average(ok: list[Grade]) -> Grade:
+            return replace(ok[0], score=float(np.mean([g.score for g in ok])), raw_score=float(np.mean([g.raw_score for g in ok])),
+                           verdicts=np.mean([g.verdicts for g in ok], axis=0) > 0.5,
+                           spread=float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok))), confidence=None)
+
+        return _combined(self.grader, task, responses, rng, self.n, average)
+
+
+def _combined(grader: Any, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator, calls: int,
+              combine: Callable[[list[Grade]], Grade]) -> list[Grade]:
+    """``calls`` gradings of every response, ``combine``d over its valid ones (invalid when none is),
+    each grade charged all the calls made for its response."""
+    rounds = [grader.grade_group(task, responses, rng) for _ in range(calls)]
+    out = []
+    for i in range(len(responses)):
+        draws = [r[i] for r in rounds]
+        ok = [g for g in draws if g.valid]
+        spent = sum(g.judge_calls for g in draws)
+        out.append(replace(combine(ok) if ok else draws[0], judge_calls=spent))
+    return out
 
 
 def parse_reference(spec: str) -> tuple[str, str]:

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -34,7 +31,7 @@ from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 from ..envs import load_env_benchmark
 from ..graders.grade import Grade
 from ..policy import GenerationConfig, TransformersEngine, load_policy
-from ..policy.embedded import _builtin_names
+from ..policy.embedded import builtin_names, install_build
 from ..policy.engine import cache_argument
 from ..tasks.model import CATEGORIES, TaskInstance
 from ..tasks.scoring import rubric_score
@@ -50,7 +47,7 @@ def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
     """(train-split task, response) pairs: corpus examples of random quality and the initial policy's
     samples, enough for ``label_budget + held_out`` criterion labels."""
     rng = np.random.default_rng(config.seed)
-    names = _builtin_names()
+    names = builtin_names()
     benches = [load_env_benchmark(name) for name in names]
     per_response = np.mean([len(b.instance("train", 0).rubric) for b in benches])
     wanted = int(math.ceil((config.label_budget + config.held_out) / per_response * 1.1))
@@ -127,20 +124,7 @@ def build_judge(config: JudgeBuildConfig = JudgeBuildConfig(), *, force: bool = 
             model, tokenizer, card = _train_judge(config)
     finally:
         torch.set_num_threads(threads)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".judge-", dir=target.parent))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / KEY_FILE).write_text(key + "\n", encoding="utf-8")
-    (staging / CARD).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    umask = os.umask(0)
-    os.umask(umask)
-    for path in [staging, *staging.iterdir()]:
-        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
-    return target
+    return install_build(target, model, tokenizer, key, {CARD: json.dumps(card, indent=2, sort_keys=True) + "\n"})
 
 
 def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[str, Any]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..envs import load_env_benchmark
 from ..hashing import stable_hash
-from ..policy.embedded import _builtin_names, cache_root
 from ..policy.embedded import build_key as policy_build_key
+from ..policy.embedded import builtin_names, cache_root
 
 SHIPPED = Path(__file__).with_name("learned_judge")
 """The default build, shipped inside the package (weights, tokenizer, its key and its card)."""
@@ -39,7 +39,7 @@ class JudgeBuildConfig:
 def build_key(config: JudgeBuildConfig = JudgeBuildConfig()) -> str:
     """What the judge is a function of: the built-in suite, the policy its samples come from, this
     config and the recipe. A shipped or cached build is used only under its own key."""
-    suite = {name: load_env_benchmark(name).content_hash() for name in _builtin_names()}
+    suite = {name: load_env_benchmark(name).content_hash() for name in builtin_names()}
     return stable_hash({"suite": suite, "policy": policy_build_key(), "config": asdict(config), "recipe": RECIPE_VERSION})
 
 

@@ -4,8 +4,11 @@ key, the shipped folder and the cache. The builder itself is ``policy.tiny``."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ..catalog import builtin_root
 from ..envs import benchmark_paths, load_env_benchmark
@@ -47,7 +50,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "setgrpo_bench"
 
 
-def _builtin_names() -> list[str]:
+def builtin_names() -> list[str]:
     return sorted(name for name, path in benchmark_paths().items() if "_catalog" in path.parts or path.is_relative_to(_builtin_envs()))
 
 
@@ -58,7 +61,7 @@ def _builtin_envs() -> Path:
 def build_key(config: TinyConfig = TinyConfig()) -> str:
     """What the embedded model is a function of: the built-in suite's content, this config and the
     corpus recipe. A shipped or cached build is used only under its own key."""
-    suite = {name: load_env_benchmark(name).content_hash() for name in _builtin_names()}
+    suite = {name: load_env_benchmark(name).content_hash() for name in builtin_names()}
     return stable_hash({"suite": suite, "config": asdict(config), "corpus": CORPUS_VERSION})
 
 
@@ -73,3 +76,23 @@ def tiny_path(config: TinyConfig = TinyConfig()) -> Path:
     when its key matches, else a folder of the cache."""
     key = build_key(config)
     return SHIPPED if shipped_key() == key else cache_root() / f"tiny-{key[:16]}"
+
+
+def install_build(target: Path, model: Any, tokenizer: Any, key: str, extra: dict[str, str] | None = None) -> Path:
+    """Save a built model, its tokenizer, its key and ``extra`` text files into a fresh folder beside
+    ``target``, give them the user's usual permissions (``mkdtemp`` makes 0700), then put the folder in
+    ``target``'s place at once."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    for name, text in {KEY_FILE: key + "\n", **(extra or {})}.items():
+        (staging / name).write_text(text, encoding="utf-8")
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [staging, *staging.iterdir()]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target

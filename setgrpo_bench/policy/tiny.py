@@ -9,9 +9,6 @@ the suite's content hash and this config, and rebuilt deterministically when mis
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +18,7 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ..envs import load_env_benchmark
-from .embedded import KEY_FILE, TinyConfig, _builtin_names, build_key, tiny_path
+from .embedded import KEY_FILE, TinyConfig, build_key, builtin_names, install_build, tiny_path
 from .model import RESPONSE_MARKER
 
 EOS = "<|endoftext|>"
@@ -31,7 +28,7 @@ def warm_start_corpus(config: TinyConfig) -> list[tuple[str, str]]:
     responses of random quality."""
     rng = np.random.default_rng(config.seed)
     pairs = []
-    for name in _builtin_names():
+    for name in builtin_names():
         bench = load_env_benchmark(name)
         for index in range(min(config.instances_per_benchmark, bench.size("train"))):
             task = bench.instance("train", index)
@@ -142,19 +139,7 @@ def build_tiny(config: TinyConfig = TinyConfig(), *, force: bool = False, out: P
             _train(model, examples, config, progress)
     finally:
         torch.set_num_threads(threads)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / KEY_FILE).write_text(key + "\n", encoding="utf-8")
-    umask = os.umask(0)
-    os.umask(umask)
-    for path in [staging, *staging.iterdir()]:  # mkdtemp makes 0700: give the user's usual permissions
-        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
-    return target
+    return install_build(target, model, tokenizer, key)
 
 
 def _key_of(folder: Path) -> str | None:
