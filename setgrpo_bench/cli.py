@@ -19,9 +19,6 @@ from .harness.rundir import RunLockedError
 from .tasks.benchmark import SPLITS
 from .tasks.loading import benchmark_warnings, validate_benchmark
 
-LOCKED = 3
-"""Exit status of a run refused because another process writes its folder (``sweep`` does not retry it:
-``harness.sweep.LOCKED``)."""
 console = Console(soft_wrap=True)  # messages stay whole lines when piped or in a narrow terminal
 
 
@@ -460,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except SetgrpoBenchError as exc:
         console.print(f"[red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
-        return LOCKED if isinstance(exc, RunLockedError) else 2
+        return RunLockedError.exit_status if isinstance(exc, RunLockedError) else 2
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def resolve_config(agent: str, overrides: Mapping[str, Any] | None = None) -> Tr
     protocol = overrides.get("protocol", values.get("protocol"))
     if protocol:
         protocol = load_protocol(protocol)
-        values.update(protocol.settings, protocol=protocol.id)
+        values.update(protocol.settings)
     values.update(overrides)
     if protocol:
         values["protocol"] = protocol.id

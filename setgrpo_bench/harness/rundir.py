@@ -44,6 +44,9 @@ class RunDirError(SetgrpoBenchError):
 class RunLockedError(RunDirError):
     """Another live process writes this run folder."""
 
+    exit_status = 3
+    """What ``python -m setgrpo_bench run`` exits with, so that ``sweep`` knows not to retry the run."""
+
 
 def finite_json(value: Any) -> Any:
     """``value`` with every non-finite float written as a string — "inf", "-inf", "nan" — so that
@@ -350,7 +353,8 @@ class RunDir:
     # ---- provenance
     def write_manifest(self) -> dict[str, Any]:
         """SHA-256 of the files a result rests on (config, metrics, both evaluations, the final weights)."""
-        final = self.checkpoint_candidates()[0] / WEIGHTS if self.checkpoint_candidates() else None
+        newest = self.checkpoint_candidates()[:1]
+        final = newest[0] / WEIGHTS if newest else None
         files = {name: sha256_file(self.root / name) for name in (CONFIG, METRICS, EVAL_INITIAL, EVAL)}
         if final is not None and final.is_file():
             files[f"{CHECKPOINTS}/{final.parent.name}/{WEIGHTS}"] = sha256_file(final)
@@ -359,14 +363,17 @@ class RunDir:
         return manifest
 
 
+def _differing(root: Path, digests: dict[str, str]) -> list[str]:
+    """The names among ``digests`` whose file under ``root`` is missing or has another SHA-256."""
+    return [name for name, digest in digests.items() if not (root / name).is_file() or sha256_file(root / name) != digest]
+
+
 def checksum_problems(folder: Path) -> list[str]:
     """Files of a checkpoint whose content no longer matches the checksums written with it."""
     listed = folder / CHECKSUMS
     if not listed.is_file():
         return [f"{listed} is missing"]
-    expected = read_json(listed)
-    return [f"{folder / name} does not match its checksum" for name, digest in expected.items()
-            if not (folder / name).is_file() or sha256_file(folder / name) != digest]
+    return [f"{folder / name} does not match its checksum" for name in _differing(folder, read_json(listed))]
 
 
 def manifest_problems(root: Path) -> list[str]:
@@ -378,8 +385,7 @@ def manifest_problems(root: Path) -> list[str]:
         files = read_json(path)["files"]
     except (RunDirError, KeyError, TypeError):
         return [f"{path} is damaged"]
-    return [f"{root / name} differs from the run's manifest (edited after the run?)" for name, digest in files.items()
-            if not (root / name).is_file() or sha256_file(root / name) != digest]
+    return [f"{root / name} differs from the run's manifest (edited after the run?)" for name in _differing(root, files)]
 
 
 def _share(path: str | Path, *, directory: bool = False) -> None:

@@ -108,7 +108,7 @@ def resume_from(rundir: RunDir, trainer: Trainer, console: Console) -> int:
         console.print(f"resuming {rundir.root} from step {step} ({folder.name})", highlight=False, soft_wrap=True)
         return step
     logged = [r["step"] for r in rundir.metrics()]
-    saved = read_json(rundir.root / "config.json")["config"]
+    saved = read_json(rundir.root / CONFIG)["config"]
     first_checkpoint = min(saved["checkpoint_every"], saved["steps"])
     if logged and max(logged) > first_checkpoint:
         found = "; ".join(problems) if problems else f"no checkpoint in {rundir.checkpoints}"

@@ -26,10 +26,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..agents.presets import preset_paths, resolve_config
 from ..errors import ConfigError, UnknownNameError
-from .rundir import write_json
+from .rundir import RunLockedError, write_json
 
 SWEEP = "sweep.json"
-LOCKED = 3  # the exit status of ``run`` when another process writes its folder (cli.LOCKED)
 
 
 @dataclass(frozen=True)
@@ -157,7 +156,7 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
                 attempts.setdefault(spec, []).append(code)
                 if code == 0 and (spec.out / "eval.json").is_file():
                     statuses[spec] = _status(spec, "done", attempts=attempts[spec])
-                elif code == LOCKED:  # another process writes the folder: retrying would be refused again
+                elif code == RunLockedError.exit_status:  # another process writes the folder: a retry is refused too
                     statuses[spec] = _status(spec, "failed", attempts=attempts[spec], error=tail)
                 elif len(attempts[spec]) < 2:  # retried once, resuming from its last checkpoint
                     pending[submit(spec)] = spec

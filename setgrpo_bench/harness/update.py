@@ -19,7 +19,7 @@ import torch
 
 from ..agents.base import Agent, Decision
 from ..agents.config import TrainConfig
-from ..policy.engine import Rollout, RolloutEngine, shared_prompt_logprobs, token_logprobs
+from ..policy.engine import Rollout, RolloutEngine, prompt_groups, shared_prompt_logprobs, token_logprobs
 from ..policy.model import Policy
 from .geometry import Geometry, GradientGeometry, sequence_weights
 from .objective import grpo_loss, loss_totals
@@ -55,8 +55,7 @@ def micro_batches(rollout: Rollout, accepted: torch.Tensor, size: int) -> list[t
     rows = accepted.nonzero()[:, 0]
     if not len(rows):
         return []
-    prompts = torch.cat([rollout.prompt_ids, rollout.prompt_mask], dim=1)[rows]
-    _, group = torch.unique(prompts, dim=0, return_inverse=True)
+    _, group = prompt_groups(rollout.prompt_ids[rows], rollout.prompt_mask[rows])
     lengths = (rollout.prompt_mask.sum(1) + rollout.response_mask.sum(1))[rows]
     members = [rows[group == g] for g in range(int(group.max()) + 1)]
     members.sort(key=lambda m: (float(lengths[torch.isin(rows, m)].float().mean()), int(m[0])))

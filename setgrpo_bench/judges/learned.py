@@ -96,12 +96,8 @@ def _examples(pairs, tokenizer, config: JudgeBuildConfig, rng: np.random.Generat
 
 
 def _batch(rows, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    width = max(len(r[0]) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):  # left padded: the verdict position is the last column
-        ids[i, width - len(r[0]):] = torch.tensor(r[0])
-        mask[i, width - len(r[0]):] = 1
+    """(ids, mask, labels), left padded: the verdict position is the last column."""
+    ids, mask = _left_padded([r[0] for r in rows], pad)
     return ids, mask, torch.tensor([r[1] for r in rows])
 
 

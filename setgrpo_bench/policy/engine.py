@@ -79,6 +79,16 @@ def _pad_left(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
     return F.pad(t, (width - t.shape[1], 0), value=value)
 
 
+def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, inverse): the first row of each distinct (left-padded) prompt, and each row's prompt index,
+    so that ``x[first][inverse]`` gives every row the value computed once for its prompt (a GRPO group
+    repeats its prompt G times)."""
+    unique, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
+    rows = torch.arange(len(prompt_ids), device=prompt_ids.device)
+    first = torch.zeros(len(unique), dtype=torch.long, device=prompt_ids.device).scatter_(0, inverse, rows)
+    return first, inverse
+
+
 def response_mask(response_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
     """1 for every generated token up to and including the first EOS, 0 after it."""
     is_eos = (response_ids == eos_id).int()
@@ -237,8 +247,7 @@ class TransformersEngine(_BatchedEngine):
         positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
         attention = prompt_mask
         # a group repeats its prompt G times: the prompt is read once and its cache shared by its rows
-        unique, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
-        first = torch.zeros(len(unique), dtype=torch.long, device=device).scatter_(0, inverse, rows)
+        first, inverse = prompt_groups(prompt_ids, prompt_mask)
         out = model(input_ids=prompt_ids[first], attention_mask=attention[first], position_ids=positions[first],
                     use_cache=True, logits_to_keep=1, **_growing_cache(self.cache_argument))
         cache, position = out[self.cache_argument], positions[:, -1:] + 1
@@ -316,9 +325,7 @@ def shared_prompt_logprobs(model: torch.nn.Module, rollout: Rollout, temperature
     ``token_logprobs`` up to float summation order, for about half the work when prompts and responses
     are of similar length and G = 8."""
     prompt_ids, prompt_mask, response_ids, mask = rollout.prompt_ids, rollout.prompt_mask, rollout.response_ids, rollout.response_mask
-    rows = torch.arange(len(prompt_ids), device=prompt_ids.device)
-    unique, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
-    first = torch.zeros(len(unique), dtype=torch.long, device=rows.device).scatter_(0, inverse, rows)
+    first, inverse = prompt_groups(prompt_ids, prompt_mask)
     positions = (torch.cat([prompt_mask, mask], dim=1).cumsum(dim=1) - 1).clamp(min=0)
     width = prompt_ids.shape[1]
     out = model(input_ids=prompt_ids[first], attention_mask=prompt_mask[first], position_ids=positions[first, :width],
