@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -197,9 +198,7 @@ class LearnedJudgeGrader:
     def __init__(self, path: str | Path | None = None, score_rule: str = "healthbench", *, temperature: float = 1.0,
                  cost: float = 1.0, name: str = "learned") -> None:
         self.path = Path(path) if path is not None else build_judge()
-        self.model = GPT2LMHeadModel.from_pretrained(self.path, attn_implementation="eager").eval()
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        self.card = json.loads((self.path / CARD).read_text(encoding="utf-8"))
+        self.model, self.tokenizer, self.card = _load_judge(self.path.resolve())
         self.limit = int(self.card["config"]["max_response_tokens"])
         self.answers = (self.tokenizer.convert_tokens_to_ids(YES), self.tokenizer.convert_tokens_to_ids(NO))
         self.score_rule, self.temperature, self.cost_per_call, self.name = score_rule, temperature, cost, name
@@ -260,6 +259,14 @@ class LearnedJudgeGrader:
 
     def fingerprint(self) -> dict[str, Any]:
         return {"kind": "learned", "key": (self.path / KEY_FILE).read_text().strip(), "temperature": self.temperature}
+
+
+@lru_cache(maxsize=4)
+def _load_judge(path: Path) -> tuple[GPT2LMHeadModel, Any, dict[str, Any]]:
+    """The judge's model, tokenizer and card, loaded once per process: every benchmark's env grades with
+    the same (read-only) model."""
+    model = GPT2LMHeadModel.from_pretrained(path, attn_implementation="eager").eval()
+    return model, AutoTokenizer.from_pretrained(path), json.loads((path / CARD).read_text(encoding="utf-8"))
 
 
 def _left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
