@@ -187,35 +187,90 @@ def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monke
     assert "not a model folder" in failing[0]["error"]
 
 
-def test_shipped_board_is_valid_complete_and_up_to_date(tmp_path):
-    """The committed board: every file accepted on the current suite and made under the board protocol,
-    complete for it (every preset × 5 seeds under realistic, the core agents × 3 under every other judge
-    profile), and its README what ``leaderboard build`` writes from those files (a change to the suite
-    invalidates it here)."""
-    shipped = Path(__file__).resolve().parents[1] / "leaderboard"
-    shutil.copytree(shipped / "results", tmp_path / "results")
-    frame, rejected = build_board(tmp_path, runs=shipped / "runs")
+SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard"
+
+
+def _built_here(board: Path, tmp_path: Path) -> tuple[pd.DataFrame, list[tuple[str, str]], Path]:
+    """The shipped ``board`` built again in a scratch folder (its runs read where they are)."""
+    copy = tmp_path / board.name
+    copy.mkdir()
+    for name in ("results", "ARCHIVED.md"):
+        if (board / name).is_dir():
+            shutil.copytree(board / name, copy / name)
+        elif (board / name).is_file():
+            shutil.copy(board / name, copy / name)
+    for earlier in board.glob("*/ARCHIVED.md"):  # the live board links its archived boards
+        (copy / earlier.parent.name).mkdir()
+        shutil.copy(earlier, copy / earlier.parent.name / "ARCHIVED.md")
+    frame, rejected = build_board(copy, runs=board / "runs")
+    return frame, rejected, copy
+
+
+def test_shipped_v1_board_is_archived_valid_complete_and_up_to_date(tmp_path):
+    """Board v1, archived: every entry made under board-v1 and rebuilt from its runs in
+    leaderboard/v1/runs, complete for that protocol (every preset of its time × 5 seeds under realistic,
+    the core agents × 3 under every other judge profile), its README what ``leaderboard build`` writes."""
+    board = SHIPPED / "v1"
+    frame, rejected, copy = _built_here(board, tmp_path)
     assert rejected == []
-    submissions, _ = load_board(tmp_path)
+    submissions, _ = load_board(copy, runs=board / "runs")
     protocol = load_protocol("board-v1")
-    assert {s["protocol"]["id"] for s in submissions} == {protocol.id}
-    assert missing_cells(frame, sorted(preset_paths()), protocol) == []
-    assert (tmp_path / "README.md").read_text(encoding="utf-8") == (shipped / "README.md").read_text(encoding="utf-8")
+    assert {s["protocol"]["id"] for s in submissions} == {protocol.id} and all(s["verified"] for s in submissions)
+    v1_presets = ["dapo", "dr_grpo", "gapo", "grpo", "grpo_kavg", "grpo_oracle", "mc_grpo", "noise_corrected", "qae",
+                  "rgra", "s_grpo", "setgrpo", "setgrpo-identity-geometry", "setgrpo-no-calib", "setgrpo-no-gate",
+                  "setgrpo-no-recovery"]  # the presets of its time
+    assert missing_cells(frame, v1_presets, protocol) == []
+    assert (copy / "README.md").read_text(encoding="utf-8") == (board / "README.md").read_text(encoding="utf-8")
 
 
-def test_every_shipped_entry_is_rebuilt_from_its_runs():
-    """Each entry of leaderboard/results equals what ``publish`` makes today from its runs in
-    leaderboard/runs (publish-time fields aside): every aggregate on the board is reproduced."""
+def test_shipped_live_board_is_valid_and_up_to_date(tmp_path):
+    """The live board: every entry accepted on the current suite, its README what ``leaderboard build``
+    writes, with a link to each archived board."""
+    frame, rejected, copy = _built_here(SHIPPED, tmp_path)
+    assert rejected == []
+    assert "[v1](v1/README.md)" in (copy / "README.md").read_text(encoding="utf-8")
+    assert (copy / "README.md").read_text(encoding="utf-8") == (SHIPPED / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("board", [SHIPPED, SHIPPED / "v1"], ids=["live", "v1"])
+def test_every_shipped_entry_is_rebuilt_from_its_runs(board):
+    """Each entry of a shipped board equals what ``publish`` makes today from its runs in
+    ``<board>/runs`` (publish-time fields aside): every aggregate on the board is reproduced."""
     from setgrpo_bench.harness.rundir import read_json
     from setgrpo_bench.leaderboard.verify import entry_differences, rebuild_entry
 
-    shipped = Path(__file__).resolve().parents[1] / "leaderboard"
-    entries = sorted((shipped / "results").glob("*.json"))
-    assert entries
-    for path in entries:
+    for path in sorted((board / "results").glob("*.json")):
         entry = read_json(path)
-        rebuilt = json.loads(json.dumps(finite_json(rebuild_entry(entry, shipped / "runs"))))
+        rebuilt = json.loads(json.dumps(finite_json(rebuild_entry(entry, board / "runs"))))
         assert entry_differences(entry, rebuilt) == [], path.name
+
+
+def test_an_archived_board_keeps_what_its_runs_reproduce_on_an_earlier_suite(runs, tmp_path, monkeypatch):
+    """When the suite changes, the live board rejects an entry of the old suite; an archived board keeps
+    it as long as its runs rebuild it, rejects it without them, and takes no new submission."""
+    import setgrpo_bench.leaderboard.submission as submission_module
+
+    live = tmp_path / "live"
+    [written] = publish([runs], live)
+    noise = json.loads(written.read_text())["suite"]["noise"]
+    archived = live / "v1"
+    (archived / "results").mkdir(parents=True)
+    shutil.copy(written, archived / "results" / written.name)
+    shutil.copytree(runs / "grpo", archived / "runs" / noise / "grpo")
+    (archived / "ARCHIVED.md").write_text("Archived: made on an earlier suite.\n")
+    monkeypatch.setattr(submission_module, "current_suite_hash", lambda submission: "1" * 64)  # the suite moved on
+    assert "different suite" in dict(build_board(live)[1])[written.name]
+    frame, rejected = build_board(archived)
+    assert rejected == [] and len(frame) == 1
+    assert load_board(archived)[0][0]["verified"]
+    page = (archived / "README.md").read_text()
+    assert page.startswith("# setgrpo_bench leaderboard\n\nArchived: made on an earlier suite.")
+    assert "Earlier boards: [v1](v1/README.md)" in (live / "README.md").read_text()
+    assert "href='v1/index.html'" in (live / "index.html").read_text()
+    with pytest.raises(SubmissionError, match="is an archived board"):
+        publish([runs], archived)
+    shutil.rmtree(archived / "runs")
+    assert "an archived board keeps only entries its runs reproduce" in dict(build_board(archived)[1])[written.name]
 
 
 def test_entry_differences_ignore_publish_time_and_rounding_only():

@@ -27,13 +27,30 @@ from .verify import verify_entry  # noqa: E402
 
 RESULTS = "results"
 RUNS = "runs"
+ARCHIVED = "ARCHIVED.md"
+"""A board folder holding this file is archived: a board of an earlier suite, kept readable. Its text
+(why and when it was archived) opens the page; its entries are checked against their runs and their
+protocol, not against today's suite, and nothing more can be published to it."""
+
+
+def archive_note(board: str | Path) -> str | None:
+    """The archive note of ``board`` (None for a live board)."""
+    path = Path(board) / ARCHIVED
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def archived_boards(board: str | Path) -> list[Path]:
+    """The archived boards kept inside ``board`` (``<board>/v1/`` …), oldest first."""
+    return sorted((p.parent for p in Path(board).glob(f"*/{ARCHIVED}")), key=lambda p: p.name)
 
 
 def load_board(board: str | Path, runs: str | Path | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """(accepted submissions, [(file, reason) for each rejected file]). Each entry is checked on its own
     (``check_submission``) and against its runs under ``runs`` (default ``<board>/runs``) when they are
     there: an entry that contradicts its runs is rejected; one whose runs are absent is accepted with
-    ``verified`` False (the page says so)."""
+    ``verified`` False (the page says so). On an archived board every entry must be rebuilt from its runs,
+    which stand in for today's suite."""
+    archived = archive_note(board) is not None
     runs = Path(board) / RUNS if runs is None else Path(runs)
     accepted, rejected, names = [], [], {}
     for path in sorted((Path(board) / RESULTS).glob("*.json")):
@@ -42,11 +59,13 @@ def load_board(board: str | Path, runs: str | Path | None = None) -> tuple[list[
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             rejected.append((path.name, f"not valid JSON, perhaps half-written ({exc})"))
             continue
-        problems = check_submission(data)
+        problems = check_submission(data, current=not archived)
         if not problems and data["name"] in names:
             problems = [f"duplicate of {names[data['name']]} (same name {data['name']!r})"]
         verdict = verify_entry(data, runs) if not problems else None
         problems += verdict or []
+        if archived and not problems and verdict is None:
+            problems = [f"its runs are not under {runs}: an archived board keeps only entries its runs reproduce"]
         if problems:
             rejected.append((path.name, "; ".join(problems)))
             continue
@@ -166,8 +185,14 @@ def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]]) -> str:
+def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
+             note: str | None = None, earlier: Sequence[str] = ()) -> str:
+    """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked."""
     lines = ["# setgrpo_bench leaderboard", ""]
+    if note:
+        lines += [note, ""]
+    if earlier:
+        lines += ["Earlier boards: " + ", ".join(f"[{name}]({name}/README.md)" for name in earlier), ""]
     if frame.empty:
         lines.append("No submissions yet.")
     else:
@@ -312,9 +337,15 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
     return _png(fig)
 
 
-def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]]) -> str:
+def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
+              note: str | None = None, earlier: Sequence[str] = ()) -> str:
     """A self-contained page: the table and plots inline, no scripts, no network."""
     body = ["<h1>setgrpo_bench leaderboard</h1>"]
+    if note:
+        body += [f"<p class='archived'>{html.escape(paragraph)}</p>" for paragraph in note.split("\n\n")]
+    if earlier:
+        body.append("<p>Earlier boards: " + ", ".join(
+            f"<a href='{html.escape(name)}/index.html'>{html.escape(name)}</a>" for name in earlier) + "</p>")
     if frame.empty:
         body.append("<p>No submissions yet.</p>")
     else:
@@ -343,7 +374,9 @@ def build_board(board: str | Path, runs: str | Path | None = None) -> tuple[pd.D
     submissions, rejected = load_board(board, runs)
     frame = board_frame(submissions)
     ordered = sorted(submissions, key=lambda s: list(frame["name"]).index(s["name"])) if submissions else []
-    pages = {"README.md": markdown(frame, rejected, ordered), "index.html": html_page(frame, rejected, ordered)}
+    context = {"note": archive_note(board), "earlier": [p.name for p in archived_boards(board)]}
+    pages = {"README.md": markdown(frame, rejected, ordered, **context),
+             "index.html": html_page(frame, rejected, ordered, **context)}
     for name, text in pages.items():  # both are complete before either file is replaced
         write_text(board / name, text)
     return frame, rejected

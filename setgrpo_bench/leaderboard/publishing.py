@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..harness.rundir import manifest_problems, read_json, write_json
-from .board import RESULTS, build_board
+from .board import ARCHIVED, RESULTS, archive_note, build_board
 from .provenance import preset_problems
 from .submission import SubmissionError, check_submission, make_submission, run_folders
 
@@ -34,6 +34,9 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
     submission already on the board (``replace`` lets a submission take the place of the one with its
     name, e.g. the same agent with more seeds). Builds nothing: no policy, no judge model.
     """
+    if archive_note(board) is not None:
+        raise SubmissionError(f"{board} is an archived board ({Path(board) / ARCHIVED}): it keeps an earlier suite's "
+                              "results; publish to the live board")
     folders = run_folders(paths)
     by_agent: dict[str, list[Path]] = {}
     for folder in folders:  # one submission per (agent, judge profile)

@@ -177,9 +177,11 @@ def current_suite_hash(submission: dict[str, Any]) -> str:
     return suite_fingerprint(TrainConfig.from_flat({k: config[k] for k in SUITE_FIELDS if k in config}))
 
 
-def check_submission(submission: Any) -> list[str]:
+def check_submission(submission: Any, *, current: bool = True) -> list[str]:
     """Every reason the submission cannot go on the current board (empty when it can): its schema, its
-    own consistency, then the suite, protocol and policy it was made on, as they are now."""
+    own consistency, its protocol file, then (``current``) the suite and policy it was made on, as they
+    are now. An archived board (``current=False``) keeps entries made on an earlier suite: they are
+    checked against their runs instead."""
     problems = schema_problems(submission)
     if problems:
         return problems
@@ -187,10 +189,6 @@ def check_submission(submission: Any) -> list[str]:
         problems = entry_problems(submission)
         if problems:
             return problems
-    try:
-        now = current_suite_hash(submission)
-    except (SetgrpoBenchError, TypeError) as exc:
-        return [f"config: cannot rebuild the suite it was run on ({exc})"]
     if "protocol" in submission:
         try:
             protocol = load_protocol(submission["protocol"]["id"])
@@ -199,6 +197,12 @@ def check_submission(submission: Any) -> list[str]:
         if protocol.fingerprint() != submission["protocol"]["hash"]:
             return [f"protocol: {protocol.id} has changed since the runs were made (its file now fixes another "
                     "budget); rerun under the current protocol"]
+    if not current:
+        return []
+    try:
+        now = current_suite_hash(submission)
+    except (SetgrpoBenchError, TypeError) as exc:
+        return [f"config: cannot rebuild the suite it was run on ({exc})"]
     if now != submission["suite"]["hash"]:
         parts = submission["suite"].get("parts")
         how = "; ".join(changed_parts(parts, current_suite_parts(submission))) if parts else (
