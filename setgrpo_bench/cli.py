@@ -128,8 +128,12 @@ def _diagnose(args: argparse.Namespace) -> int:
 
     config = _config(args)
     out = args.out or f"runs/diagnose-{config.run.agent}-seed{config.run.seed}"
+    from .agents import resolve_config
+
+    compare = {name: resolve_config(name, {"noise": config.grading.noise}).setgrpo
+               for name in (args.compare or "").split(",") if name.strip()}
     diagnose(config, n_groups=args.groups, alphas_a=args.alphas_a, alphas=args.alphas, repeats=args.repeats,
-             out=out, console=console)
+             out=out, console=console, compare=compare)
     console.print(f"diagnostics: {out}/diagnose.json, {out}/diagnose.png")
     return 0
 
@@ -318,6 +322,8 @@ def _add_diagnose_parser(commands: argparse._SubParsersAction, agent: str) -> No
     parser.add_argument("--alphas", type=_floats, default=[0.05, 0.1, 0.15, 0.2, 0.3],
                         help="risk levels α of the risk curve")
     parser.add_argument("--repeats", type=int, default=200, help="random splits per level")
+    parser.add_argument("--compare", help="comma-separated SetGRPO presets whose gates are compared on the same groups "
+                                          "(stalled steps, acceptance, chosen α_a, reversal rates, retained alignment)")
     parser.add_argument("--out", help="output folder (default runs/diagnose-<agent>-seed<seed>)")
     _add_overrides(parser, agent or "setgrpo")
     parser.set_defaults(func=_diagnose)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from conftest import binomial_ok
 
-from setgrpo_bench.errors import SpecError, UnknownNameError
+from setgrpo_bench.errors import ConfigError, SpecError, UnknownNameError
 from setgrpo_bench.graders import NoiseProfile, RubricGrader, load_profile, make_reference, profile_names
 from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance
 
@@ -211,12 +211,12 @@ def test_an_averaged_reference_pays_for_every_call_and_errs_less(medication):
     single, averaged = make_reference("profile:harsh", grader), make_reference("profile:harsh*4", grader)
     assert isinstance(averaged, AveragedReference) and averaged.cost_per_call == single.cost_per_call
     task = medication.instance("train", 2)
-    responses = [f"Take {k} mg of it twice a day and call your doctor." for k in range(60)]
+    responses = [f"Take {k} mg of it twice a day and call your doctor." for k in range(400)]
     one = single.grade_group(task, responses, np.random.default_rng(0))
     four = averaged.grade_group(task, responses, np.random.default_rng(0))
     assert all(f.judge_calls >= 4 * len(task.rubric) for f in four)
     err = lambda grades: np.mean([(g.score - g.true_score) ** 2 for g in grades if g.valid])  # noqa: E731
-    assert err(four) < 0.6 * err(one)
+    assert err(four) < 0.7 * err(one), (err(four), err(one))
     with pytest.raises(ConfigError, match=r"'profile:NAME\*N' with an integer N >= 1"):
         parse_reference("profile:expert*0")
     base = {"protocol": "board-v1"}
@@ -273,7 +273,7 @@ def test_the_verbose_judges_shifts_by_hand(field, value):
     assert binomial_ok(wrong, n, expected), (wrong / n, expected)
 
 
-def test_a_verbose_judge_misses_repetition_and_old_profiles_keep_their_fingerprint():
+def test_a_verbose_judge_misses_repetition_and_a_field_left_off_stays_out_of_the_fingerprint():
     from setgrpo_bench.tasks.checks import build_check
 
     profile = _verbose_profile(repetition_missed=0.7)
@@ -285,8 +285,11 @@ def test_a_verbose_judge_misses_repetition_and_old_profiles_keep_their_fingerpri
     grades = RubricGrader(profile).grade_group(task, [response + str(k) for k in range(n)], np.random.default_rng(5))
     missed = sum(not g.verdicts[0] for g in grades)
     assert binomial_ok(missed, n, 0.7 + 0.3 * 0.1)  # missed, or not missed but a false negative
-    for name in ("clean", "mild", "realistic", "harsh", "sparse", "expert"):
-        assert not {"length_favours", "limit_blindness", "keyword_credit", "repetition_missed"} & set(load_profile(name).fingerprint())
+    from setgrpo_bench.graders.noise import VERBOSITY_FIELDS
+
+    assert not set(VERBOSITY_FIELDS) & set(load_profile("clean").fingerprint())
+    for name in ("mild", "realistic", "harsh", "sparse", "expert"):
+        assert not {"limit_blindness", "keyword_credit", "repetition_missed"} & set(load_profile(name).fingerprint())
 
 
 def _hanley_mcneil_se(auc, n_pos, n_neg):
@@ -294,16 +297,52 @@ def _hanley_mcneil_se(auc, n_pos, n_neg):
     return np.sqrt((auc * (1 - auc) + (n_pos - 1) * (q1 - auc**2) + (n_neg - 1) * (q2 - auc**2)) / (n_pos * n_neg))
 
 
-@pytest.mark.parametrize("target", [0.7, 0.85])
-def test_reported_confidence_separates_wrong_verdicts_at_the_stated_auroc(target):
+@pytest.mark.parametrize(("target", "difficulty"), [(0.7, 0.0), (0.85, 0.0), (0.7, 1.0), (0.8, 0.5)])
+def test_reported_confidence_separates_wrong_verdicts_at_the_stated_auroc(target, difficulty):
     """Over 20,000 calls × 8 criteria, the AUROC of (1 − confidence) for wrong verdicts is the profile's
-    within 4 standard errors (Hanley & McNeil 1982)."""
+    within 4 standard errors (Hanley & McNeil 1982), with and without a latent call difficulty (which
+    separates wrong verdicts a little by itself: the rest is calibrated)."""
     from setgrpo_bench.harness.judges import auroc
 
-    profile = NoiseProfile(**{**load_profile("realistic").to_dict(), "name": "conf", "confidence_auroc": target})
+    profile = NoiseProfile(**{**load_profile("realistic").to_dict(), "name": "conf", "confidence_auroc": target,
+                              "difficulty_sd": difficulty})
     task = _probe_task()
     grades = RubricGrader(profile).grade_group(task, _responses(N_GRADINGS, 40), np.random.default_rng(8))
     wrong = np.concatenate([g.verdicts != g.true_verdicts for g in grades if g.valid])
     confidence = np.concatenate([g.confidence for g in grades if g.valid])
     measured = auroc(1 - confidence, wrong)
     assert abs(measured - target) <= 4 * _hanley_mcneil_se(target, int(wrong.sum()), int((~wrong).sum())), measured
+
+
+def test_a_hard_call_shows_in_the_spread_of_its_score():
+    """Under ``realistic`` (confidence AUROC 0.70, call difficulty sd 1), the judge's stated spread of a
+    score ranks how wrong the score is on the embedded policy's own samples (160 train prompts × 8, each
+    graded 4 times: about 5,000 gradings, standard error of Spearman's ρ about 0.013):
+    Spearman(σ, |r̃ − true|) ≥ 0.3. Without the difficulty the same AUROC ranks them at about 0.1."""
+    from scipy.stats import spearmanr
+
+    from setgrpo_bench.agents import resolve_config
+    from setgrpo_bench.harness.judges import sample_responses
+
+    samples = sample_responses(resolve_config("grpo"), 160, 8)
+
+    def spearman(profile):
+        grader, rng, spread, error = RubricGrader(profile), np.random.default_rng(9), [], []
+        for _ in range(4):
+            for task, responses in samples:
+                valid = [g for g in grader.grade_group(task, responses, rng) if g.valid]
+                spread += [g.spread for g in valid]
+                error += [abs(g.score - g.true_score) for g in valid]
+        return spearmanr(spread, error).statistic
+
+    realistic = load_profile("realistic")
+    assert realistic.confidence_auroc == 0.7 and realistic.difficulty_sd == 1.0
+    assert spearman(realistic) >= 0.3
+    assert spearman(NoiseProfile(**{**realistic.to_dict(), "name": "flat", "difficulty_sd": 0.0})) < 0.2
+
+
+def test_an_auroc_below_what_difficulty_alone_gives_is_refused():
+    profile = NoiseProfile(**{**load_profile("realistic").to_dict(), "name": "x", "confidence_auroc": 0.55,
+                              "difficulty_sd": 2.0})
+    with pytest.raises(ConfigError, match="confidence_auroc.*what the difficulty"):
+        RubricGrader(profile)

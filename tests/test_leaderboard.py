@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from setgrpo_bench.agents import resolve_config
-from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run

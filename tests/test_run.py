@@ -1,6 +1,7 @@
 """End-to-end runs on a test-sized policy built from scratch: artefacts, resume, determinism, errors."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import SMALL, Killed, kill_after
@@ -344,3 +345,24 @@ def test_evaluate_command_scores_any_policy_folder(small_policy, tmp_path, capsy
     assert "held-out true score" in capsys.readouterr().out
     again = main([*args[:-1], str(tmp_path / "f")])
     assert again == 0 and json.loads((tmp_path / "f" / "eval.json").read_text())["per_env"] == result["per_env"]
+
+
+def test_each_step_logs_what_the_optimiser_did(small_policy, tmp_path):
+    """param_step is ‖θ_k − θ_(k−1)‖ between consecutive checkpoints; eval.json pools the executed steps.
+    A SetGRPO whose gate can certify nothing (α so small that no count of groups is testable) never steps."""
+    from safetensors.torch import load_file
+
+    from setgrpo_bench.harness.pooled import summarise_updates
+
+    out = tmp_path / "grpo"
+    result = run(_config(small_policy, steps=1), out)
+    [record] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    before = load_file(Path(small_policy) / "model.safetensors")
+    after = load_file(out / "checkpoints" / "step_000001" / "model.safetensors")
+    moved = sum(float(((after[n] - before[n]) ** 2).sum()) for n in before) ** 0.5
+    assert moved > 0 and record["param_step"] == pytest.approx(moved, rel=1e-4) and record["stepped"] == 1.0
+    assert 1 <= record["groups_executed"] <= OVERRIDES["groups_per_step"]  # a constant group carries no update
+    assert result["updates"] == summarise_updates([record]) and result["updates"]["executed_steps"] == 1.0
+    stalled = run(resolve_config("setgrpo", {**OVERRIDES, "policy": small_policy, "alpha": 0.001, "warmup_groups": 4}),
+                  tmp_path / "stalled")
+    assert stalled["updates"] == {"executed_steps": 0.0, "param_step": 0.0, "groups_per_executed_step": 0.0}

@@ -158,7 +158,8 @@ def test_warm_up_fills_disjoint_alternating_folds_and_audits_join_after_decision
     agent, harness = _agent(np.random.default_rng(0))
     assert len(agent.fold(0)) == len(agent.fold(1)) == 30
     before = list(agent.window)
-    q, tau = agent.quantile(), agent.threshold(agent.quantile())
+    q = agent.quantile(agent.params.alpha_a)
+    tau = agent.threshold(q)
     groups = _groups(np.random.default_rng(1).uniform(size=(8, 6)))
     decision = harness.step(agent, groups, update=False)
     assert decision.stats["q"] == q and decision.stats["tau"] == tau
@@ -410,7 +411,7 @@ def test_a_training_steps_audits_join_the_window_after_its_decision(small_policy
     trainer.warm_up()
     trainer.step()
     for _ in range(2):
-        before = (len(trainer.agent.fold(0)), len(trainer.agent.fold(1)), trainer.agent.quantile())
+        before = (len(trainer.agent.fold(0)), len(trainer.agent.fold(1)), trainer.agent.calibration().q)
         metrics = trainer.step()
         assert (metrics["window_d1"], metrics["window_d2"], metrics["q"]) == before
         assert len(trainer.agent.window) == min(before[0] + before[1] + metrics["n_audited"], config.setgrpo.window)

@@ -307,3 +307,99 @@ def test_radii_below_the_float_spacing_pin_the_coefficients(radius):
     assert decision.certifiable and decision.score == 1.0 and np.allclose(decision.coefficients, a_hat)
     mixed = sm.anchor(K, a_hat, np.array([1e-17, 0.3, 0.3]))
     assert mixed[0] == a_hat[0] and abs(mixed.sum()) < 1e-12
+
+
+def test_ltt_walk_starts_where_a_share_of_d2_is_accepted():
+    """3 reversals among the top 20 of 100 D2 scores. The literal walk starts at the first testable
+    threshold (m = 20 ≥ ln δ / ln(1 − α) ≈ 10.3) and stops there (p = BinomCDF(3; 20, 0.2) ≈ 0.41); started
+    where half of D2 is accepted (m = 60, p ≈ 0.003) it certifies down to the most permissive point."""
+    alpha, delta = 0.2, 0.1
+    scores = np.arange(100.0)[::-1]
+    events = np.zeros(100, bool)
+    events[[2, 9, 17]] = True
+    grid = np.array([95.0, 80.0, 60.0, 40.0, 20.0, 0.0])
+    assert sm.ltt_threshold(grid, scores, events, alpha=alpha, delta=delta) == math.inf
+    assert sm.ltt_threshold(grid, scores, events, alpha=alpha, delta=delta, start=0.5) == 0.0
+    assert sm.ltt_threshold(grid, scores, events, alpha=alpha, delta=delta, start=0.9) == 0.0  # starts at m = 100
+
+
+def test_a_late_start_keeps_the_certificate_on_both_sides_of_alpha_and_stalls_less():
+    """2,000 calibrations with D2 of 64 groups and scores U(0, 1). With reversal probability
+    p(s) = 0.6(1 − s), R(τ) = 0.3(1 − τ) crosses α = 0.2 at τ = 1/3, so the grid holds thresholds on both
+    sides of α: for the literal walk and for one started where half of D2 is accepted, the share of
+    calibrations whose τ̂ has R(τ̂) > α stays within the binomial tolerance of δ. With a flat reversal
+    rate of 0.06 (this suite's regime: 0.025–0.1 per group) the literal walk stalls in about half of the
+    calibrations, the late start in about an eighth."""
+    rng = np.random.default_rng(11)
+    reps, n, alpha, delta = 2000, 64, 0.2, 0.1
+    risk = lambda tau: 0.0 if tau == math.inf else 0.3 * (1 - max(tau, 0.0))  # noqa: E731
+    violations, stalled = {0.0: 0, 0.5: 0}, {0.0: 0, 0.5: 0}
+    for _ in range(reps):
+        grid = sm.threshold_grid(rng.random(n), sm.acceptance_levels())
+        s = rng.random(n)
+        sloped, flat = rng.random(n) < 0.6 * (1 - s), rng.random(n) < 0.06
+        for start in violations:
+            violations[start] += risk(sm.ltt_threshold(grid, s, sloped, alpha=alpha, delta=delta, start=start)) > alpha
+            stalled[start] += sm.ltt_threshold(grid, s, flat, alpha=alpha, delta=delta, start=start) == math.inf
+    assert max(violations.values()) <= binom.ppf(1 - 1e-4, reps, delta), violations
+    assert stalled[0.0] > 0.4 * reps and stalled[0.5] < 0.2 * reps, stalled
+
+
+def test_choosing_among_set_levels_inside_the_risk_test_keeps_the_certificate():
+    """Three set levels, each a family of thresholds with its own risk curve R_j(τ) = r_j(1 − τ)/2 (r_j =
+    0.3, 0.45, 0.6: the last two cross α = 0.2). Over 2,000 calibrations the chosen pair's risk exceeds α
+    in at most δ of them (binomial tolerance), although the pair is chosen after the tests, as the one
+    that accepts the most — and the choice is a real one: each level is chosen in some calibrations."""
+    rng = np.random.default_rng(12)
+    reps, n, alpha, delta, slopes = 2000, 64, 0.2, 0.1, (0.3, 0.45, 0.6)
+    violations, chosen = 0, np.zeros(len(slopes), int)
+    for _ in range(reps):
+        trials = []
+        for r in slopes:
+            s = rng.random(n)
+            trials.append((sm.threshold_grid(rng.random(n), sm.acceptance_levels()), s, rng.random(n) < r * (1 - s)))
+        index, tau, _ = sm.select_certified(trials, alpha=alpha, delta=delta, start=0.5)
+        if index >= 0:
+            chosen[index] += 1
+            violations += slopes[index] * (1 - max(tau, 0.0)) / 2 > alpha
+    assert violations <= binom.ppf(1 - 1e-4, reps, delta)
+    assert (chosen > 0.05 * reps).sum() >= 2, chosen
+    # risk 0.21 > α everywhere in every family: any certified pair is a violation. Bonferroni keeps it
+    # within δ; walking each family at the full δ would certify in about 3δ of the calibrations.
+    certified = {"bonferroni": 0, "each at δ": 0}
+    for _ in range(reps):
+        trials = [(sm.threshold_grid(rng.random(n), sm.acceptance_levels()), rng.random(n), rng.random(n) < 0.21)
+                  for _ in slopes]
+        certified["bonferroni"] += sm.select_certified(trials, alpha=alpha, delta=delta, start=0.5)[0] >= 0
+        certified["each at δ"] += sm.select_certified(trials, alpha=alpha, delta=delta * len(trials), start=0.5)[0] >= 0
+    assert certified["bonferroni"] <= binom.ppf(1 - 1e-4, reps, delta) < certified["each at δ"], certified
+
+
+def test_the_joint_calibration_picks_the_certified_level_that_accepts_most():
+    """Groups with K = I: at α_a = 0.9 the set is small and every D2 group executes â (aligned with a*);
+    the walk certifies it. A level whose q is ∞ is skipped, and with no safe level τ̂ = ∞."""
+    rng = np.random.default_rng(0)
+    safe = _aligned_groups(rng, 40, reversed_reference=False)
+    kwargs = dict(alpha=0.2, delta=0.1, levels=sm.acceptance_levels(), start=0.5)
+    chosen = sm.calibrate_set_and_threshold(safe[:20], safe[20:], [0.5, 0.9], **kwargs)
+    assert chosen.alpha_a == 0.9 and math.isfinite(chosen.tau) and chosen.accepted_d2 == 20  # ties keep the larger α_a
+    risky = _aligned_groups(rng, 20, reversed_reference=True)
+    nothing = sm.calibrate_set_and_threshold(risky, risky, [0.5, 0.9], **kwargs)
+    assert nothing.tau == math.inf and nothing.accepted_d2 == 0
+    with pytest.raises(ConfigError, match="at least one set level"):
+        sm.calibrate_set_and_threshold(safe, safe, [], **kwargs)
+
+
+def test_executing_the_original_coefficients_tests_the_events_of_what_is_executed():
+    """c(λ*) of a group can be aligned with a* while â itself opposes it: with execute = original the gate
+    tests â's reversals, with recovered c(λ*)'s."""
+    a_hat = np.array([1.0, -1.0])
+    decision = sm.GroupDecision(0.5, np.array([-0.2, 0.2]), True)
+    assert np.array_equal(sm.executed(decision, a_hat, "original"), a_hat)
+    assert np.array_equal(sm.executed(decision, a_hat, "recovered"), decision.coefficients)
+    group = sm.AuditedGroup(a_hat, -a_hat, np.full(2, 0.1), np.eye(2))
+    decide = lambda *args, **kwargs: decision  # noqa: E731
+    _, _, recovered = sm.gate_trial([group], [group], 1.0, levels=sm.acceptance_levels(), decide=decide)
+    _, _, original = sm.gate_trial([group], [group], 1.0, levels=sm.acceptance_levels(), decide=decide,
+                                   execute="original")
+    assert not recovered[0] and original[0]

@@ -31,6 +31,7 @@ from .protocol import load_protocol
 SELECTORS = ("none", "setgrpo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 NORMALISERS = ("accepted", "batch")
+EXECUTE = ("recovered", "original")
 ENGINES = ("transformers", "generate", "vllm")
 DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env", "threads",
                      "update_batch")
@@ -61,6 +62,17 @@ def _one_of(kind: str, known: Sequence[str] | Mapping[str, Any]) -> Callable[[st
 
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 """Unknown fields, NaN and ±∞ are refused; values from the command line (strings) are converted."""
+
+
+def parse_levels(spec: str) -> tuple[float, ...]:
+    """``"0.5,0.8,0.9"`` → (0.5, 0.8, 0.9): set levels α_a, each in (0, 1); ``""`` → () (none)."""
+    try:
+        levels = tuple(float(x) for x in str(spec).split(",") if x.strip())
+    except ValueError:
+        raise ConfigError("alpha_a_grid", spec, "comma-separated numbers in (0, 1), e.g. '0.5,0.8,0.9'") from None
+    if any(not 0 < x < 1 for x in levels) or len(set(levels)) != len(levels):
+        raise ConfigError("alpha_a_grid", spec, "distinct numbers in (0, 1), e.g. '0.5,0.8,0.9'")
+    return levels
 
 
 def parse_geometry(spec: str) -> tuple[str, int]:
@@ -172,7 +184,11 @@ class CoefficientSettings:
 class SetGRPOSettings:
     """SetGRPO's three modules: (a) the joint coefficient set, (b) safe recovery, (c) the risk gate."""
 
-    alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C", gt=0, lt=1)
+    alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C (when alpha_a_grid is empty)",
+                        gt=0, lt=1)
+    alpha_a_grid: Annotated[str, AfterValidator(lambda v: parse_levels(v) is not None and v)] = _f(
+        "", "SetGRPO (a)+(c): set levels α_a tried inside the risk test, comma-separated (e.g. '0.5,0.8,0.9'; "
+        "Bonferroni over them keeps LTT's guarantee); empty: α_a is fixed at alpha_a")
     delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)",
                         ge=0, lt=1, fix="0 selects plain split conformal.")
     alpha: float = _f(0.2, "SetGRPO (c): risk level α of the conditional direction-reversal risk", gt=0, lt=1)
@@ -191,6 +207,10 @@ class SetGRPOSettings:
     fixed_q: float = _f(1.0, "q used when calibrate is False", ge=0)
     recovery: bool = _f(True, "SetGRPO (b): execute c(λ*) (False: execute â, score by certified radius ratio)")
     gate: bool = _f(True, "SetGRPO (c): gate by the LTT threshold (False: accept every certifiable group)")
+    gate_start: float = _f(0.0, "SetGRPO (c): the LTT walk starts at the first threshold that accepts at least this "
+                           "share of D2 (0: at the first testable one)", ge=0, le=1)
+    execute: Annotated[str, AfterValidator(_one_of("executed coefficients", EXECUTE))] = _f(
+        "recovered", "SetGRPO: what accepted groups train on: 'recovered' (c(λ*)) or 'original' (â; λ* only gates)")
     grid_start: float = _f(0.10, "SetGRPO (c): strictest acceptance fraction of the threshold grid", gt=0, le=1)
     grid_step: float = _f(0.05, "SetGRPO (c): acceptance step of the grid (10%, 15%, …, 100%)", gt=0, le=1)
     spread_floor: float = _f(0.01, "SetGRPO (a): floor of the judge spread in the scales σ", gt=0,

@@ -1,11 +1,13 @@
 """The SetGRPO agent (DESIGN §8): the calibration window and the three modules per step.
 
 Each step, with the window as it was before the step:
-  q  = conformal quantile of the D1 scores                          (a) joint reward set
+  q  = conformal quantile of the D1 scores at set level α_a          (a) joint reward set
   τ̂  = Learn-then-Test threshold on D2 under the same q              (c) risk gate
+       (α_a fixed, or chosen with τ̂ inside the risk test over a grid of set levels)
   for every non-constant group: K from the live policy, C = box(â, qσ) ∩ {Σa = 0},
   s = λ*, c = c(λ*)                                                  (b) safe recovery
-  accept when the group is certifiable and s ≥ τ̂; accepted groups train on c with the GRPO loss.
+  accept when the group is certifiable and s ≥ τ̂; accepted groups train with the GRPO loss on c
+  (``execute: recovered``) or on â itself (``execute: original``: λ* only gates).
 Then (``update``) the step's audited groups enter the rolling window, alternately into D1 and D2
 (disjoint halves). The agent computes nothing but these formulas: the harness hands it the Gram
 matrices and the reference grades it asked for (``needs``).
@@ -22,7 +24,7 @@ import numpy as np
 from . import setgrpo_math as sm
 from .base import Agent, Audits, Decision, Grams, GroupRecord, Groups, Needs
 from .coefficients import group_coefficients
-from .config import SetGRPOSettings
+from .config import SetGRPOSettings, parse_levels
 
 
 class SetGRPOAgent(Agent):
@@ -45,13 +47,13 @@ class SetGRPOAgent(Agent):
         """D1 (k = 0, for q) or D2 (k = 1, for τ̂)."""
         return [g for fold, g in self.window if fold == k]
 
-    def quantile(self) -> float:
-        """q from D1 (module a), or the fixed q of the ``no-calib`` ablation."""
+    def quantile(self, alpha_a: float) -> float:
+        """q from D1 at set level α_a (module a), or the fixed q of the ``no-calib`` ablation."""
         p = self.params
         if not p.calibrate:
             return p.fixed_q
         scores = [sm.conformal_score(g.a_hat, g.a_ref, g.sigma) for g in self.fold(0)]
-        return sm.conformal_quantile(np.array(scores), p.alpha_a, delta_a=p.delta_a or None)
+        return sm.conformal_quantile(np.array(scores), alpha_a, delta_a=p.delta_a or None)
 
     def threshold(self, q: float) -> float:
         """τ̂ (module c): −∞ without the gate, ∞ (accept nothing) while C is unbounded."""
@@ -61,7 +63,21 @@ class SetGRPOAgent(Agent):
         if not math.isfinite(q):
             return math.inf
         return sm.calibrate_threshold(self.fold(0), self.fold(1), q, alpha=p.alpha, delta=p.delta,
-                                      levels=sm.acceptance_levels(p.grid_start, p.grid_step), recovery=p.recovery)
+                                      levels=sm.acceptance_levels(p.grid_start, p.grid_step), recovery=p.recovery,
+                                      start=p.gate_start, execute=p.execute)
+
+    def calibration(self) -> sm.Calibration:
+        """(α_a, q, τ̂) for this step: chosen jointly inside the risk test over ``alpha_a_grid``, or at
+        the fixed α_a (also whenever there is no risk test or no calibration to choose by)."""
+        p = self.params
+        grid = parse_levels(p.alpha_a_grid)
+        if grid and p.calibrate and p.gate:
+            return sm.calibrate_set_and_threshold(
+                self.fold(0), self.fold(1), grid, alpha=p.alpha, delta=p.delta,
+                levels=sm.acceptance_levels(p.grid_start, p.grid_step), delta_a=p.delta_a or None,
+                recovery=p.recovery, start=p.gate_start, execute=p.execute)
+        q = self.quantile(p.alpha_a)
+        return sm.Calibration(p.alpha_a, q, self.threshold(q), -1)
 
     # ---------------------------------------------------------------- per group
     def observe(self, groups: Groups, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -95,8 +111,8 @@ class SetGRPOAgent(Agent):
 
     def decide(self, groups: Groups, grams: Grams, audits: Audits) -> Decision:
         p = self.params
-        q = self.quantile()
-        tau = self.threshold(q)
+        calibration = self.calibration()
+        q, tau = calibration.q, calibration.tau
         coef = np.zeros_like(groups.rewards)
         accepted = np.zeros(groups.rewards.shape, dtype=bool)
         records: list[GroupRecord] = []
@@ -108,13 +124,14 @@ class SetGRPOAgent(Agent):
             rho = q * sigma
             d = sm.decide_group(grams[b], a_hat, rho, recovery=p.recovery)
             take = d.certifiable and d.score >= tau
+            executed = sm.executed(d, a_hat, p.execute)
             if take:
-                coef[b, valid] = d.coefficients
+                coef[b, valid] = executed
                 accepted[b] = valid
             a_ref = self.reference_coefficients(audits[b], valid) if b in audits else None
-            records.append(GroupRecord(b, valid, a_hat, sigma, rho, grams[b], d.coefficients, d.score,
+            records.append(GroupRecord(b, valid, a_hat, sigma, rho, grams[b], executed, d.score,
                                        d.certifiable, take, a_ref))
-        return Decision(coef, accepted, self._stats(records, q, tau, groups.n_groups), records)
+        return Decision(coef, accepted, self._stats(records, calibration, groups.n_groups), records)
 
     def update(self, groups: Groups, grams: Grams, audits: Audits) -> None:
         """Add the audited groups to the window, alternately to D1 and D2."""
@@ -128,7 +145,7 @@ class SetGRPOAgent(Agent):
                 self.window.append((self.audits % 2, sm.AuditedGroup(a_hat, a_ref, sigma, grams[b])))
                 self.audits += 1
 
-    def _stats(self, records: list[GroupRecord], q: float, tau: float, n_groups: int) -> dict[str, float]:
+    def _stats(self, records: list[GroupRecord], calibration: sm.Calibration, n_groups: int) -> dict[str, float]:
         """Per-step diagnostics w.r.t. the reference grader; audited groups of this step are out of
         sample for q and τ̂ (they join the window after the decisions)."""
         audited = [r for r in records if r.a_ref is not None]
@@ -139,7 +156,7 @@ class SetGRPOAgent(Agent):
         grpo = sum(float(r.a_hat @ r.gram @ r.a_hat) for r in records)
         n = max(len(records), 1)
         return {
-            "q": q, "tau": tau, "window_d1": float(len(self.fold(0))), "window_d2": float(len(self.fold(1))),
+            "q": calibration.q, "tau": calibration.tau, "alpha_a": calibration.alpha_a, "window_d1": float(len(self.fold(0))), "window_d2": float(len(self.fold(1))),
             "accepted_groups": sum(r.accepted for r in records) / n_groups,
             "acceptance_nonconstant": sum(r.accepted for r in records) / n,
             "uncertifiable": sum(not r.certifiable for r in records) / n,

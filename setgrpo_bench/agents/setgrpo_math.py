@@ -311,20 +311,25 @@ def min_testable_count(alpha: float, delta: float) -> float:
 
 
 def ltt_threshold(
-    grid: np.ndarray, scores_d2: np.ndarray, events_d2: np.ndarray, *, alpha: float, delta: float
+    grid: np.ndarray, scores_d2: np.ndarray, events_d2: np.ndarray, *, alpha: float, delta: float,
+    start: float = 0.0,
 ) -> float:
     """τ̂ by Learn-then-Test with fixed-sequence testing (Angelopoulos et al. 2021, §4; DESIGN §8c).
 
     For τ_j from strict to permissive: m_j = #{s ≥ τ_j}, k_j = #{E = 1, s ≥ τ_j} on D2,
-    p_j = BinomCDF(k_j; m_j, α). Leading τ_j with m_j < ln δ / ln(1 − α) are skipped; then reject
-    while p_j ≤ δ and stop at the first failure. Returns the last rejected (most permissive
-    certified) threshold, or ∞ (accept nothing) when none is rejected. Guarantee:
-    P(R(τ) ≤ α for every rejected τ) ≥ 1 − δ, simultaneously over the grid.
+    p_j = BinomCDF(k_j; m_j, α). Leading τ_j are skipped while m_j < max(ln δ / ln(1 − α),
+    ``start`` · |D2|) — below the first bound no count of reversals can reject, and a walk that starts
+    among a dozen groups stops at the first reversal it meets (``start`` = 0.5 starts where half of D2
+    is accepted: ``benchmarks/gate_power.py``). The skip depends on D2's scores only, never on its
+    events, so the sequence is still fixed given the scores. Then reject while p_j ≤ δ and stop at the
+    first failure. Returns the last rejected (most permissive certified) threshold, or ∞ (accept
+    nothing) when none is rejected. Guarantee: P(R(τ) ≤ α for every rejected τ) ≥ 1 − δ,
+    simultaneously over the grid.
     """
     _check_level("alpha", alpha)
     _check_level("delta", delta)
     scores, events = np.asarray(scores_d2, float), np.asarray(events_d2, bool)
-    floor = min_testable_count(alpha, delta)
+    floor = max(min_testable_count(alpha, delta), start * scores.size)
     chosen, started = math.inf, False
     for tau in grid:
         kept = scores >= tau
@@ -349,22 +354,94 @@ class AuditedGroup:
 
 
 GroupDecider = Callable[..., GroupDecision]
+def executed(decision: GroupDecision, a_hat: np.ndarray, execute: str) -> np.ndarray:
+    """The coefficients an accepted group trains on: c(λ*) (``recovered``) or â itself (``original``,
+    λ* then only gates)."""
+    return decision.coefficients if execute == "recovered" else np.asarray(a_hat, float)
 
 
-def calibrate_threshold(
-    d1: Sequence[AuditedGroup], d2: Sequence[AuditedGroup], q: float, *, alpha: float, delta: float,
-    levels: np.ndarray, recovery: bool = True, decide: GroupDecider = decide_group,
-) -> float:
-    """τ̂ of module (c) at radius multiplier q (DESIGN §8c).
-
-    The grid is fixed on D1 alone (the score quantiles of D1's certifiable groups at ``levels``);
-    Learn-then-Test then runs on D2 alone (its scores and reversal events E = 1{cᵀKa* < 0}), so the
-    threshold's risk certificate holds on data the grid never saw. ``decide`` is ``decide_group`` or a
-    memoised equivalent (``diagnose`` reuses decisions across repeated splits).
-    """
+def gate_trial(
+    d1: Sequence[AuditedGroup], d2: Sequence[AuditedGroup], q: float, *, levels: np.ndarray, recovery: bool = True,
+    decide: GroupDecider = decide_group, execute: str = "recovered",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grid, D2 scores, D2 events) of module (c) at radius multiplier q: the grid from D1's certifiable
+    scores at ``levels``, the scores of D2's groups and their reversal events E = 1{cᵀKa* < 0} for
+    what an accepted group would execute."""
     score = lambda g: decide(g.gram, g.a_hat, q * g.sigma, recovery=recovery)  # noqa: E731
     grid = threshold_grid(np.array([d.score for d in map(score, d1) if d.certifiable]), levels)
     decisions = [score(g) for g in d2]
     scores = np.array([d.score for d in decisions])
-    events = np.array([reversal(d.coefficients, g.gram, g.a_ref) for d, g in zip(decisions, d2)], dtype=bool)
-    return ltt_threshold(grid, scores, events, alpha=alpha, delta=delta)
+    events = np.array([reversal(executed(d, g.a_hat, execute), g.gram, g.a_ref) for d, g in zip(decisions, d2)],
+                      dtype=bool)
+    return grid, scores, events
+
+
+def calibrate_threshold(
+    d1: Sequence[AuditedGroup], d2: Sequence[AuditedGroup], q: float, *, alpha: float, delta: float,
+    levels: np.ndarray, recovery: bool = True, decide: GroupDecider = decide_group, start: float = 0.0,
+    execute: str = "recovered",
+) -> float:
+    """τ̂ of module (c) at radius multiplier q (DESIGN §8c).
+
+    The grid is fixed on D1 alone (the score quantiles of D1's certifiable groups at ``levels``);
+    Learn-then-Test then runs on D2 alone (``gate_trial``), so the threshold's risk certificate holds
+    on data the grid never saw. ``decide`` is ``decide_group`` or a memoised equivalent (``diagnose``
+    reuses decisions across repeated splits).
+    """
+    trial = gate_trial(d1, d2, q, levels=levels, recovery=recovery, decide=decide, execute=execute)
+    return ltt_threshold(*trial, alpha=alpha, delta=delta, start=start)
+
+
+def select_certified(trials: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], *, alpha: float, delta: float,
+                     start: float = 0.0) -> tuple[int, float, int]:
+    """(index, τ̂, D2 groups accepted) of the pair chosen among several families of thresholds, one
+    family (grid, D2 scores, D2 events) per set level. Each family is walked at level δ/|families|, so by
+    Bonferroni P(some certified pair has conditional risk > α) ≤ δ (Learn-then-Test, Angelopoulos et
+    al. 2021, §4: any FWER-controlling procedure over the hypotheses H: R > α); every certified pair
+    is safe at once, so picking the one that accepts the most D2 groups (the first on ties) keeps the
+    guarantee. (−1, ∞, 0) when no pair is certified."""
+    best = (-1, math.inf, 0)
+    for index, (grid, scores, events) in enumerate(trials):
+        tau = ltt_threshold(grid, scores, events, alpha=alpha, delta=delta / len(trials), start=start)
+        accepted = int((scores >= tau).sum())
+        if math.isfinite(tau) and accepted > best[2]:
+            best = (index, tau, accepted)
+    return best
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the window certifies for the next step: the set level α_a, its radius multiplier q, the
+    threshold τ̂, and how many D2 groups that pair accepts (−1: not counted)."""
+
+    alpha_a: float
+    q: float
+    tau: float
+    accepted_d2: int
+
+
+def calibrate_set_and_threshold(
+    d1: Sequence[AuditedGroup], d2: Sequence[AuditedGroup], alphas_a: Sequence[float], *, alpha: float,
+    delta: float, levels: np.ndarray, delta_a: float | None = None, recovery: bool = True,
+    decide: GroupDecider = decide_group, start: float = 0.0, execute: str = "recovered",
+) -> Calibration:
+    """(α_a, q, τ̂) chosen jointly inside the risk test (modules a and c).
+
+    For each set level α_a of the grid, q(α_a) is the conformal quantile of D1's scores and
+    ``gate_trial`` gives that level's family of thresholds; ``select_certified`` walks every family at
+    δ/|A| and keeps the certified pair that accepts the most D2 groups (levels tried from the largest
+    α_a, the smallest set, so ties keep it). Module (c)'s guarantee — P(E = 1 | accepted) ≤ α with
+    probability ≥ 1 − δ — does not need C to cover a*; 1 − α_a is the coverage the chosen set promises
+    w.r.t. the reference. With no pair certified, τ̂ = ∞ at the largest α_a (nothing is accepted).
+    """
+    if not len(alphas_a):
+        raise ConfigError("alpha_a_grid", list(alphas_a), "at least one set level")
+    scores = np.array([conformal_score(g.a_hat, g.a_ref, g.sigma) for g in d1])
+    tried = [(a, q) for a in sorted(alphas_a, reverse=True) if math.isfinite(q := conformal_quantile(scores, a, delta_a=delta_a))]
+    trials = [gate_trial(d1, d2, q, levels=levels, recovery=recovery, decide=decide, execute=execute) for _, q in tried]
+    index, tau, accepted = select_certified(trials, alpha=alpha, delta=delta * len(trials) / len(alphas_a), start=start) \
+        if trials else (-1, math.inf, 0)
+    if index < 0:
+        largest = max(alphas_a)
+        return Calibration(largest, conformal_quantile(scores, largest, delta_a=delta_a), math.inf, 0)
+    return Calibration(tried[index][0], tried[index][1], tau, accepted)

@@ -27,9 +27,9 @@ from ..errors import UnknownNameError
 from ..tasks.schema import load_schema, schema_problems
 from ..tasks.yamlio import Location, load_yaml
 
-_HERMITE = np.polynomial.hermite_e.hermegauss(64)
+HERMITE = np.polynomial.hermite_e.hermegauss(64)
 VERBOSITY_FIELDS = ("length_favours", "limit_blindness", "keyword_credit", "repetition_missed", "confidence_auroc",
-                    "gross_visible")
+                    "gross_visible", "difficulty_sd")
 """What LLM judges are known for beyond flips (Zheng et al. 2023; Saito et al. 2023), and a reported
 confidence that carries information: off unless set (a profile without them keeps its fingerprint)."""
 SCHEMA = Path(__file__).with_name("noise_profile.schema.json")
@@ -61,6 +61,7 @@ class NoiseProfile:
     repetition_missed: float = 0.0  # probability that the judge misses a repetition the response has
     confidence_auroc: float = 0.0  # > 0.5: how well the reported confidence separates wrong verdicts from right ones
     gross_visible: float = 0.0  # probability that a gross-error call shows up as low confidence on all its verdicts
+    difficulty_sd: float = 0.0  # sd of a call's latent difficulty: a logit shift towards error on all its verdicts
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -109,8 +110,9 @@ class NoiseProfile:
         sign = 1.0 if toward_met else -1.0
         shift = sign * float(self.length_shift(np.array(n_words or self.reference_words)))
         base = expit(logit(rate) + shift)
-        nodes, weights = _HERMITE
-        total = np.maximum(expit(logit(rate) + shift + sign * self.leniency_sd * nodes), self.persistent_share * base)
+        nodes, weights = HERMITE  # leniency (± by direction) and difficulty (towards error) add on the logit
+        spread = float(np.hypot(self.leniency_sd, self.difficulty_sd))
+        total = np.maximum(expit(logit(rate) + shift + spread * nodes), self.persistent_share * base)
         ordinary = float(weights @ total / weights.sum())
         return (1 - self.gross_error_rate) * ordinary + self.gross_error_rate * self.gross_flip
 

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import expit, logit, ndtri
+from scipy.stats import norm
 
 from ..errors import ConfigError
 from ..tasks.checks import ResponseView
@@ -15,7 +17,7 @@ from ..tasks.model import TaskInstance
 from ..tasks.scoring import SCORE_RULES, rubric_score
 from .grade import Grade
 from .kinds import make_model_grader, model_profiles
-from .noise import NoiseProfile, load_profile, persistent_uniforms
+from .noise import HERMITE, NoiseProfile, load_profile, persistent_uniforms
 
 
 def _shifted(rate: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -46,6 +48,7 @@ class RubricGrader:
         self.score_rule = score_rule
         self.name = self.profile.name
         self.cost_per_call = self.profile.cost
+        self.separation = confidence_separation(self.profile) if self.profile.confidence_auroc else 0.0
 
     def grade(self, task: TaskInstance, response: str, rng: np.random.Generator) -> Grade:
         """Grade one response."""
@@ -58,7 +61,7 @@ class RubricGrader:
         views = [ResponseView(r) for r in responses]
         true = np.stack([task.true_verdicts(v.text) for v in views]) if G else np.zeros((0, J), bool)
         extra = ((J + 1 if p.gross_error_rate > 0 else 0) + (J if p.repetition_missed > 0 else 0)
-                 + (J + 1 if p.confidence_auroc > 0 else 0))
+                 + (J + 1 if p.confidence_auroc > 0 else 0) + (1 if p.difficulty_sd > 0 else 0))
         u = rng.random((G, R, J + 2 + extra))
         n_words = np.array([len(v.words) for v in views], dtype=float)
 
@@ -72,8 +75,9 @@ class RubricGrader:
         toward_met = np.where(true, -1.0, 1.0)
         length = p.length_shift(n_words)[:, None] * (_favour(task) if p.length_favours else 1.0) + _verbosity(p, task, views)
         leniency = p.leniency_sd * ndtri(np.clip(draws[:, 1], 1e-12, 1 - 1e-12))[:, None]
+        hard = ndtri(np.clip(draws[:, -1:], 1e-12, 1 - 1e-12)) if p.difficulty_sd > 0 else np.zeros((G, 1))
         p_base = _shifted(rate, toward_met * length)
-        p_call = _shifted(rate, toward_met * (length + leniency))
+        p_call = _shifted(rate, toward_met * (length + leniency) + p.difficulty_sd * hard)  # difficulty: towards error
         anchor = p.persistent_share * p_base
         persistent = np.stack(
             [persistent_uniforms(p.judge_seed, v.text, tuple(c.id for c in task.rubric)) for v in views]
@@ -97,7 +101,8 @@ class RubricGrader:
         true_score, true_raw = rubric_score(task.points, true, self.score_rule)
         stated = np.where(observed, fp, fn)  # the stated rate of the error that would give each verdict
         if p.confidence_auroc > 0:
-            confidence = reported_confidence(observed != true, draws[:, tail : tail + J + 1], p, gross_call)
+            confidence = reported_confidence(observed != true, draws[:, tail : tail + J + 1], p, gross_call, hard,
+                                             self.separation)
             spread = self._spread(task, observed, 1 - confidence)
         else:
             confidence = 1 - stated
@@ -134,18 +139,53 @@ class RubricGrader:
         return np.sqrt((w**2 * r * (1 - r)).sum(axis=-1))
 
 
-def reported_confidence(wrong: np.ndarray, u: np.ndarray, p: NoiseProfile, gross: np.ndarray) -> np.ndarray:
-    """Confidences that separate wrong verdicts from right ones with the profile's AUROC (binormal model):
-    a verdict's latent score is N(0, 1) when right and N(−d, 1) when wrong, d = √2 Φ⁻¹(AUROC), so
-    P(score of a right one > a wrong one) = Φ(d/√2) = AUROC over any set of verdicts. The reported
-    confidence is P(right | score) under the profile's mean stated error rate r̄ — one prior for every
-    verdict, so that the confidence stays a monotone function of the score and pooling criteria does not
-    change the AUROC. A gross call is visible (every verdict scored as a wrong one's) with probability
-    ``gross_visible``. ``u``: (G, J + 1) uniforms."""
+DIFFICULTY_IN_CONFIDENCE = 1.5
+"""How far a call's latent difficulty (in sd) lowers the latent confidence score of each of its verdicts."""
+
+
+def confidence_separation(p: NoiseProfile) -> float:
+    """d of the latent confidence score s = η − d·wrong − c·z (η ~ N(0, 1), z the call's difficulty,
+    c = ``DIFFICULTY_IN_CONFIDENCE``) such that, pooled over verdicts, P(s of a right one > s of a wrong
+    one) is the profile's ``confidence_auroc``:
+        AUROC(d) = E[Φ((d + c(z_W − z_R))/√2)],  z_W ~ φ(z)·r̄(z), z_R ~ φ(z)·(1 − r̄(z)),
+    r̄(z) the mean stated error rate at difficulty z (leniency integrated out, persistent errors kept). Wrong verdicts come
+    from harder calls, so difficulty alone separates them a little; d supplies the rest."""
+    nodes, weights = HERMITE
+    rates = np.array([r for r in (*p.false_positive.values(), *p.false_negative.values()) if r > 0] or [0.1])
+    shift = p.leniency_sd * nodes[:, None, None] + p.difficulty_sd * nodes[None, :, None]
+    per_call = np.maximum(expit(logit(rates) + shift), p.persistent_share * rates)  # persistent errors ignore z
+    error = (weights[:, None, None] * per_call).sum(0).mean(-1) / weights.sum()
+    w_wrong, w_right = weights * error, weights * (1 - error)
+    w_wrong, w_right = w_wrong / w_wrong.sum(), w_right / w_right.sum()
+    c = DIFFICULTY_IN_CONFIDENCE if p.difficulty_sd else 0.0
+    gap = c * (nodes[None, :] - nodes[:, None])  # [right node, wrong node]
+
+    def pooled(d: float) -> float:
+        return float(w_right @ norm.cdf((d + gap) / np.sqrt(2.0)) @ w_wrong)
+
+    floor = pooled(0.0)
+    if p.confidence_auroc <= floor:
+        raise ConfigError("confidence_auroc", p.confidence_auroc, f"more than {floor:.3f}, what the difficulty "
+                          f"(difficulty_sd {p.difficulty_sd}) of profile {p.name!r} gives on its own")
+    return brentq(lambda d: pooled(d) - p.confidence_auroc, 0.0, 20.0)
+
+
+def reported_confidence(wrong: np.ndarray, u: np.ndarray, p: NoiseProfile, gross: np.ndarray, hard: np.ndarray,
+                        separation: float) -> np.ndarray:
+    """Confidences that separate wrong verdicts from right ones with the profile's AUROC: a verdict's
+    latent score s = η − d·wrong − c·z (``confidence_separation``; a hard call lowers the score of every
+    verdict it makes, so a response's spread tells how wrong its score is likely to be). The reported
+    confidence is P(right | s) for a binormal pair at that AUROC (right N(0, 1), wrong N(−√2Φ⁻¹(AUROC), 1),
+    s standardised) under the profile's mean stated error rate r̄ — one prior for every verdict, so that
+    the confidence stays a monotone function of the score and pooling criteria does not change the AUROC.
+    A gross call is visible (every verdict scored as a wrong one's) with probability ``gross_visible``.
+    ``u``: (G, J + 1) uniforms; ``hard``: (G, 1) standard-normal difficulties."""
+    c = DIFFICULTY_IN_CONFIDENCE if p.difficulty_sd else 0.0
+    visible = gross & (u[:, -1] < p.gross_visible)
+    score = ndtri(np.clip(u[:, :-1], 1e-12, 1 - 1e-12)) - separation * (wrong | visible[:, None]) - c * hard
+    score = score / np.sqrt(1.0 + c**2)
     d = np.sqrt(2.0) * ndtri(p.confidence_auroc)
     prior = float(np.mean([*p.false_positive.values(), *p.false_negative.values()]))
-    visible = gross & (u[:, -1] < p.gross_visible)
-    score = ndtri(np.clip(u[:, :-1], 1e-12, 1 - 1e-12)) - d * (wrong | visible[:, None])
     right = (1 - prior) * np.exp(-0.5 * score**2)
     return right / (right + prior * np.exp(-0.5 * (score + d) ** 2))
 

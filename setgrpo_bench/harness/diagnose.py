@@ -12,7 +12,7 @@ LTT failure rate; Clopper–Pearson bars are those of one split's held-out count
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from rich.table import Table  # noqa: E402
 from ..agents import setgrpo_math as sm  # noqa: E402
 from ..agents.build import build_agent  # noqa: E402
 from ..agents.coefficients import group_coefficients  # noqa: E402
-from ..agents.config import TrainConfig  # noqa: E402
+from ..agents.config import SetGRPOSettings, TrainConfig, parse_levels  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
 from ..policy import load_policy  # noqa: E402
 from .allocator import keep_freed_memory  # noqa: E402
@@ -152,6 +152,64 @@ def risk_curve(samples: Sequence[GroupSample], alphas: Sequence[float], *, alpha
     return rows
 
 
+def compare_settings(samples: Sequence[GroupSample], variants: Mapping[str, SetGRPOSettings], *, repeats: int,
+                     seed: int) -> list[dict[str, Any]]:
+    """SetGRPO's gate under several settings on the same groups, as a training step meets it: each
+    split draws D1 and D2 of ``window // 2`` groups each (a full window) and decides the rest (held
+    out) with the (α_a, q, τ̂) the agent would calibrate. Per variant: the share of splits with
+    nothing certified (τ̂ = ∞: a stalled step), the held-out acceptance, the chosen α_a, the reversal
+    rates of accepted groups w.r.t. the reference and the true score, and the retained alignment with
+    the true-score update, Σ_accepted cᵀK a_true / Σ_all âᵀK a_true (GRPO's own is 1)."""
+    rng = np.random.default_rng(seed)
+    cache: dict[tuple[int, bytes, bool], sm.GroupDecision] = {}
+
+    def decide(gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> sm.GroupDecision:
+        key = (id(gram), rho.tobytes(), recovery)
+        if key not in cache:
+            cache[key] = sm.decide_group(gram, a_hat, rho, recovery=recovery)
+        return cache[key]
+
+    rows = []
+    for name, s in variants.items():
+        half = s.window // 2
+        if 2 * half >= len(samples):
+            raise ConfigError("groups", len(samples), f"more than the window of {name!r} ({2 * half} groups)",
+                              "Sample more groups (--groups).")
+        grid = parse_levels(s.alpha_a_grid) if s.calibrate and s.gate else ()
+        levels = sm.acceptance_levels(s.grid_start, s.grid_step)
+        stalls, accepted, chosen, reversed_ref, reversed_true, kept_total, retained, grpo = 0, [], [], 0, 0, 0, 0.0, 0.0
+        for _ in range(repeats):
+            order = rng.permutation(len(samples))
+            d1, d2, test = ([samples[i] for i in part] for part in (order[:half], order[half : 2 * half], order[2 * half :]))
+            if grid:
+                cal = sm.calibrate_set_and_threshold(d1, d2, grid, alpha=s.alpha, delta=s.delta, levels=levels,
+                                                     delta_a=s.delta_a or None, recovery=s.recovery, decide=decide,
+                                                     start=s.gate_start, execute=s.execute)
+                alpha_a, q, tau = cal.alpha_a, cal.q, cal.tau
+            else:
+                alpha_a, q = s.alpha_a, _quantile(d1, s.alpha_a, s.delta_a)
+                tau = -math.inf if not s.gate else math.inf if not math.isfinite(q) else sm.calibrate_threshold(
+                    d1, d2, q, alpha=s.alpha, delta=s.delta, levels=levels, recovery=s.recovery, decide=decide,
+                    start=s.gate_start, execute=s.execute)
+            stalls += math.isinf(tau) and tau > 0
+            chosen.append(alpha_a)
+            kept = [(sm.executed(d, g.a_hat, s.execute), g) for g in test
+                    if (d := decide(g.gram, g.a_hat, q * g.sigma, recovery=s.recovery)).certifiable and d.score >= tau]
+            accepted.append(len(kept) / len(test))
+            kept_total += len(kept)
+            reversed_ref += sum(sm.reversal(c, g.gram, g.a_ref) for c, g in kept)
+            reversed_true += sum(sm.reversal(c, g.gram, g.a_true) for c, g in kept)
+            retained += sum(float(c @ g.gram @ g.a_true) for c, g in kept)
+            grpo += sum(float(g.a_hat @ g.gram @ g.a_true) for g in test)
+        rows.append({
+            "variant": name, "window": 2 * half, "stalled": stalls / repeats, "acceptance": float(np.mean(accepted)),
+            "alpha_a": float(np.mean(chosen)), "reversal_ref": reversed_ref / kept_total if kept_total else math.nan,
+            "reversal_true": reversed_true / kept_total if kept_total else math.nan,
+            "retained_alignment": retained / grpo if grpo else math.nan,
+        })
+    return rows
+
+
 def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
     """Coverage vs 1 − α_a and risk vs α, with the identity line and Clopper–Pearson bars."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -180,8 +238,10 @@ def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
 
 
 def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], alphas: Sequence[float],
-             repeats: int, out: str | Path, console: Console | None = None) -> dict[str, Any]:
-    """Sample groups, measure coverage and risk curves, write ``diagnose.json`` and ``diagnose.png``."""
+             repeats: int, out: str | Path, console: Console | None = None,
+             compare: Mapping[str, SetGRPOSettings] | None = None) -> dict[str, Any]:
+    """Sample groups, measure coverage and risk curves (and, with ``compare``, the gate under each
+    variant's settings), write ``diagnose.json`` and ``diagnose.png``."""
     if n_groups < 12:
         raise ConfigError("groups", n_groups, "an integer >= 12", "Each of the three splits needs groups.")
     console = console or Console()
@@ -198,10 +258,25 @@ def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], a
         "risk": risk_curve(samples, alphas, alpha_a=s.alpha_a, delta=s.delta, repeats=repeats, seed=config.run.seed,
                            recovery=s.recovery, delta_a=s.delta_a, levels=sm.acceptance_levels(s.grid_start, s.grid_step)),
     }
+    if compare:
+        result["compare"] = compare_settings(samples, compare, repeats=repeats, seed=config.run.seed)
     write_json(out / "diagnose.json", result)
     plot_diagnostics(result, out / "diagnose.png")
     console.print(_tables(result))
+    if compare:
+        console.print(_comparison(result))
     return result
+
+
+def _comparison(result: dict[str, Any]) -> Table:
+    table = Table(title=f"the gate under each variant ({result['groups']} groups, {result['repeats']} splits, "
+                        "a full window of D1 + D2 each, the rest held out)")
+    for column in ("variant", "window", "stalled", "acceptance", "α_a", "reversal ref", "reversal true", "retained"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for r in result["compare"]:
+        table.add_row(r["variant"], str(r["window"]), f"{r['stalled']:.2f}", f"{r['acceptance']:.2f}", f"{r['alpha_a']:.2f}",
+                      f"{r['reversal_ref']:.3f}", f"{r['reversal_true']:.3f}", f"{r['retained_alignment']:.2f}")
+    return table
 
 
 def _tables(result: dict[str, Any]) -> Table:

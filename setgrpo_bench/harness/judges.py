@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
 from ..agents.config import TrainConfig
 from ..graders import make_grader, profile_names
@@ -39,13 +39,7 @@ def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if not n_pos or not n_neg:
         return float("nan")
-    order = np.argsort(scores, kind="stable")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    ranks[order] = np.arange(1, len(scores) + 1)
-    for value in np.unique(sorted_scores):  # average ranks of ties
-        tied = scores == value
-        ranks[tied] = ranks[tied].mean()
+    ranks = rankdata(scores)  # ties get their average rank
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 

@@ -77,3 +77,18 @@ def pool_seeds(diagnostics: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         values = [d[key] for d in diagnostics if d.get(key) is not None]
         means[key] = float(np.mean(values)) if values else None
     return pool(totals, means)
+
+
+def summarise_updates(metrics: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a run's optimiser did, for every agent: the share of steps on which it stepped, the mean
+    parameter step ‖Δθ‖ and the mean number of groups trained on over those steps (empty for runs
+    that did not log them)."""
+    metrics = [m for m in metrics if "stepped" in m]
+    if not metrics:
+        return {}
+    stepped = [m for m in metrics if m["stepped"]]
+    return {
+        "executed_steps": len(stepped) / len(metrics),
+        "param_step": float(np.mean([m["param_step"] for m in stepped])) if stepped else 0.0,
+        "groups_per_executed_step": float(np.mean([m["groups_executed"] for m in stepped])) if stepped else 0.0,
+    }

@@ -58,7 +58,8 @@ def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Pat
 
 def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha_a: float, alpha: float) -> None:
     """SetGRPO's run at a glance, one question per panel: what it accepted, whether its set covered
-    (against 1 − α_a), whether its gate held (against α), and the radius q and threshold τ̂."""
+    (against 1 − α_a: the step's chosen level when α_a is chosen inside the risk test, else
+    ``alpha_a``), whether its gate held (against α), and the radius q and threshold τ̂."""
     steps = np.array([m["step"] for m in metrics])
     fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
     (accept, cover), (risk, knobs) = axes
@@ -67,7 +68,13 @@ def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha
     accept.set(ylabel="share of non-constant groups", ylim=(-0.02, 1.02), title="What was trained on")
     _line(cover, steps, _series(metrics, "coverage_ref"), "w.r.t. the reference", "tab:blue")
     _line(cover, steps, _series(metrics, "coverage_true"), "w.r.t. the true score", "tab:orange")
-    cover.axhline(1 - alpha_a, color="k", ls="--", lw=1, label=f"nominal 1 − α_a = {1 - alpha_a:.2f}")
+    chosen = _series(metrics, "alpha_a")
+    levels = chosen[np.isfinite(chosen)]
+    if levels.size and levels.min() != levels.max():
+        cover.step(steps, 1 - chosen, where="mid", color="k", ls="--", lw=1, label="nominal 1 − α_a (chosen per step)")
+    else:
+        level = float(levels[0]) if levels.size else alpha_a
+        cover.axhline(1 - level, color="k", ls="--", lw=1, label=f"nominal 1 − α_a = {1 - level:.2f}")
     cover.set(ylabel="coverage of the set C", ylim=(-0.02, 1.02), title="(a) Does the set cover?")
     _line(risk, steps, _series(metrics, "reversal_ref"), "w.r.t. the reference", "tab:blue")
     _line(risk, steps, _series(metrics, "reversal_true"), "w.r.t. the true score", "tab:orange")

@@ -26,7 +26,7 @@ from ..policy.engine import RolloutEngine
 from .allocator import keep_freed_memory
 from .engines import make_engine
 from .evaluation import evaluate
-from .pooled import summarise_diagnostics
+from .pooled import summarise_diagnostics, summarise_updates
 from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
 from .rundir import (
     CONFIG,
@@ -181,6 +181,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
         "audit_calls": sum(r["audit_calls"] for r in records),
         "grader_cost": sum(r.get("grader_cost", r["grader_calls"]) for r in records),
         "diagnostics": summarise_diagnostics(records),
+        "updates": summarise_updates(records),
     }
     write_json(rundir.root / EVAL, result)
     write_json(rundir.root / TIMINGS, {  # measured, not computed: kept out of eval.json

@@ -93,6 +93,7 @@ class Trainer:
         return {
             **self.step_metrics(batch, decision),
             **optimised,
+            "groups_executed": int(decision.accepted.any(axis=1).sum()) if optimised["stepped"] else 0,
             "grader_calls": batch.judge_calls + audited.calls,
             "audit_calls": audited.calls,
             "grader_cost": batch.judge_calls + audited.cost,  # a reference call costs its profile's ``cost``

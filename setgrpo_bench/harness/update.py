@@ -13,6 +13,7 @@ weights, the optimiser state or a checkpoint.
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import torch
@@ -24,7 +25,8 @@ from ..policy.model import Policy
 from .geometry import Geometry, GradientGeometry, sequence_weights
 from .objective import grpo_loss, loss_totals
 
-NO_UPDATE = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0}
+NO_UPDATE = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0, "param_step": 0.0,
+             "stepped": 0.0}
 
 
 class NonFiniteLossError(RuntimeError):
@@ -85,12 +87,15 @@ class PolicyUpdate:
         acc = torch.tensor(decision.accepted.reshape(-1), dtype=torch.bool, device=device)
         if not acc.any():
             return dict(NO_UPDATE)
+        before = [p.detach().clone() for p in self.policy.model.parameters()]
         if geometry is not None and geometry.gradients is not None:
             stats = self.from_gradients(rollout, coef, acc, geometry)
         else:
             stats = self.passes(rollout, coef, acc)
         self.engine.sync_weights()
-        return stats
+        # ‖Δθ‖ of the whole update: what the optimiser did with the gradient (AdamW rescales it)
+        moved = sum(float(((p.detach() - b) ** 2).sum()) for p, b in zip(self.policy.model.parameters(), before))
+        return {**stats, "param_step": math.sqrt(moved), "stepped": 1.0}
 
     def passes(self, rollout: Rollout, coef: torch.Tensor, acc: torch.Tensor) -> dict[str, float]:
         """μ passes of the GRPO objective over the accepted responses."""

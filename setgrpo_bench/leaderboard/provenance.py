@@ -24,7 +24,7 @@ import numpy as np
 from ..agents.presets import resolve_config
 from ..errors import SetgrpoBenchError
 from ..harness.averages import aggregate
-from ..harness.pooled import summarise_diagnostics
+from ..harness.pooled import summarise_diagnostics, summarise_updates
 from ..harness.rundir import MetricsFile, metrics_problems
 from .aggregate import macro_se
 
@@ -76,6 +76,11 @@ def run_problems(config: Mapping[str, Any], result: Mapping[str, Any], metrics: 
     differing = [k for k in set(diagnostics) | set(stated) if not _close(diagnostics.get(k), stated.get(k))]
     if differing:
         problems.append(f"eval.json: SetGRPO statistics {sorted(differing)[:4]} are not what metrics.jsonl gives")
+    if "updates" in result:  # runs made before the optimiser's steps were logged have none
+        updates = summarise_updates(records)
+        differing = [k for k in set(updates) | set(result["updates"]) if not _close(updates.get(k), result["updates"].get(k))]
+        if differing:
+            problems.append(f"eval.json: update statistics {sorted(differing)} are not what metrics.jsonl gives")
     return problems
 
 

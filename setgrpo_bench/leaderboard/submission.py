@@ -115,6 +115,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     steps = min(len(m) for *_, m in read)
     curve = lambda key: np.mean([[row[key] for row in m[:steps]] for *_, m in read], axis=0).tolist()  # noqa: E731
     diagnostics = pool_seeds(r.get("diagnostics") or {} for _, _, r, _ in read)
+    updates = [r["updates"] for _, _, r, _ in read if r.get("updates")]
     config = {k: v for k, v in read[0][1]["config"].items() if k != "seed"}
     agent = config["agent"]
     submission = {
@@ -144,6 +145,8 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
             submission["suite"]["parts"] = first["suite_parts"]
     else:
         submission["schema_version"] = 2
+    if len(updates) == len(read):  # what the optimiser did, averaged over seeds (runs that logged it)
+        submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
     if config.get("protocol"):
         protocol = load_protocol(config["protocol"])
         submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}
@@ -154,9 +157,10 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
 
 def _experiment(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
     """What a run computed, seed aside: runs that differ only in the seed or in where they ran
-    (device, engine) aggregate into one submission."""
+    (device, engine) aggregate into one submission. Only the settings the run recorded count: a
+    setting added later (at its default) does not change an archived run's identity."""
     try:
-        return {k: v for k, v in TrainConfig.from_flat(config).experiment().items() if k != "seed"}
+        return {k: v for k, v in TrainConfig.from_flat(config).experiment().items() if k != "seed" and k in config}
     except SetgrpoBenchError as exc:
         raise SubmissionError(f"{folder}/config.json: {exc}") from None
 
