@@ -158,5 +158,5 @@ def test_the_oracle_trains_exactly_as_grpo_under_the_exact_judge(small_policy, t
     harsh = run(resolve_config("grpo_oracle", {**base, "noise": "harsh"}), tmp_path / "harsh")
     assert (tmp_path / "harsh" / "checkpoints" / "step_000002" / "model.safetensors").read_bytes() == weights[0]
     assert harsh["final"]["macro_true_score"] == oracle["final"]["macro_true_score"]
-    noisy = run(resolve_config("grpo", {**base, "noise": "realistic"}), tmp_path / "noisy")
+    run(resolve_config("grpo", {**base, "noise": "realistic"}), tmp_path / "noisy")
     assert (tmp_path / "noisy" / "checkpoints" / "step_000002" / "model.safetensors").read_bytes() != weights[0]
