@@ -107,3 +107,152 @@ def trl_dataset_of(prompts):
     from datasets import Dataset
 
     return Dataset.from_dict({"prompt": list(prompts)})
+
+
+def _setgrpo_trainer(small_policy, tmp_path, **settings):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from setgrpo_bench.integrations.trl import RubricReward, trl_dataset
+    from setgrpo_bench.integrations.trl_setgrpo import SetGRPOConfig, SetGRPOTrainer
+    from setgrpo_bench.policy.model import RESPONSE_MARKER
+
+    model = AutoModelForCausalLM.from_pretrained(small_policy)
+    tokenizer = AutoTokenizer.from_pretrained(small_policy, padding_side="left")
+    data = trl_dataset(["MedicationGuide"], format_prompt=lambda p: p + RESPONSE_MARKER).select(range(16))
+    args = SetGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=16, num_generations=4,
+                         max_completion_length=10, use_cpu=True, report_to=[], logging_steps=1, seed=0,
+                         disable_tqdm=True, bf16=False, loss_type="grpo", beta=0.0, **{
+                             "window": 8, "warmup_groups": 4, "audit_fraction": 0.5, "alpha": 0.3, **settings})
+    return SetGRPOTrainer(model=model, reward_funcs=RubricReward(["MedicationGuide"], seed=3, noise="realistic"),
+                          reference_reward=RubricReward(["MedicationGuide"], seed=4, noise="expert"), args=args,
+                          train_dataset=data, processing_class=tokenizer)
+
+
+def _scored_batch(trainer, policy, tasks, seed):
+    """A generation batch as TRL hands it to SetGRPO (4 completions per task): one rollout, its rewards,
+    TRL's output dict."""
+    import torch
+
+    from setgrpo_bench.policy import GenerationConfig, TransformersEngine
+
+    rows = [t for t in tasks for _ in range(4)]
+    torch.manual_seed(seed)
+    rollout = TransformersEngine(policy, GenerationConfig(max_new_tokens=10)).generate([t.prompt_text for t in rows])
+    inputs = [{"prompt": t.prompt_text, "task_id": t.id} for t in rows]
+    rewards = trainer.reward_funcs[0](prompts=[i["prompt"] for i in inputs], completions=rollout.texts,
+                                      task_id=[t.id for t in rows])
+    rewards = torch.tensor([[np.nan if r is None else r] for r in rewards], dtype=torch.float32)
+    trainer._scored = (inputs, [i["prompt"] for i in inputs], rollout.texts, rollout.response_ids.tolist(), rewards)
+    output = {"prompt_ids": rollout.prompt_ids, "prompt_mask": rollout.prompt_mask, "completion_ids": rollout.response_ids,
+              "completion_mask": rollout.response_mask, "advantages": torch.zeros(len(inputs))}
+    return rollout, rewards, output
+
+
+def test_setgrpo_trainer_decides_as_our_agent_does(small_policy, tmp_path):
+    """On the same completions, grades, audits and window, SetGRPOTrainer's advantages are exactly the
+    coefficients (zero where rejected) that our SetGRPOAgent decides with K from our geometry; the first
+    batch only calibrates."""
+    import copy
+
+    from setgrpo_bench.agents.setgrpo import SetGRPOAgent
+    from setgrpo_bench.harness.geometry import GradientGeometry
+    from setgrpo_bench.policy import load_policy
+
+    trainer = _setgrpo_trainer(small_policy, tmp_path, calibrate=False, fixed_q=0.2, gate=False)  # a few groups: a fixed set
+    policy = load_policy(small_policy)
+    policy.model = trainer.model
+    bench = load_env_benchmark("MedicationGuide")
+    tasks = [bench.instance("train", i) for i in range(4)]
+    prompts = [t.prompt_text for t in tasks]
+    _, _, output = _scored_batch(trainer, policy, tasks, seed=0)
+    assert not trainer.setgrpo_advantages(output).any() and len(trainer.agent.window) > 0  # warm-up: calibration only
+    rollout, rewards, output = _scored_batch(trainer, policy, tasks, seed=1)
+    mine = SetGRPOAgent(trainer.agent.params, std_floor=0.05)
+    mine.load_state_dict(copy.deepcopy(trainer.agent.state_dict()))
+    rng = copy.deepcopy(trainer.audit_rng)
+    reference = copy.deepcopy(trainer.reference_reward)  # its grading stream as the trainer will use it
+    advantages = trainer.setgrpo_advantages(output).numpy()
+
+    groups = trainer.groups(output, rewards[:, 0].numpy(), rollout.texts)
+    assert np.array_equal(groups.rewards.reshape(-1), rewards[:, 0].numpy(), equal_nan=True)
+    needs = mine.needs(groups, rng)
+    assert needs.audits
+    geometry = GradientGeometry(policy.model, "full", temperature=1.0, loss_type="grpo", max_new_tokens=10)
+    grams = geometry.grams(rollout, {b: groups.rows(b)[v] for b, v in needs.grams.items()}).grams
+    task_ids = [bench.instance("train", b).id for b in range(4)]
+    rows = [i for b in needs.audits for i in groups.rows(b)]
+    scores = reference(prompts=[prompts[i // 4] for i in rows], completions=[rollout.texts[i] for i in rows],
+                       task_id=[task_ids[i // 4] for i in rows])
+    scores = np.array([np.nan if s is None else s for s in scores])
+    audits = {b: scores[k * 4 : (k + 1) * 4] for k, b in enumerate(needs.audits)}
+    ours = mine.decide(groups, grams, audits)
+    _, trainer_grams, trainer_audits, decision = trainer.last_decision
+    assert all(np.array_equal(grams[b], trainer_grams[b]) for b in grams) and grams.keys() == trainer_grams.keys()
+    assert all(np.array_equal(audits[b], trainer_audits[b], equal_nan=True) for b in audits)
+    assert np.array_equal(ours.accepted, decision.accepted) and ours.accepted.any()
+    assert np.array_equal(np.where(ours.accepted, ours.coefficients, 0.0).reshape(-1).astype(np.float32), advantages)
+
+
+def test_a_setgrpo_trainer_step_has_our_trainers_gradient(small_policy, tmp_path):
+    """TRL's loss on SetGRPO's advantages has the gradient of our update of the same decision (GRPO loss,
+    mean over every row of the batch: ``--normalise-over batch``). One prompt for every row: TRL's forward
+    has no position ids, so left padding would differ."""
+    import torch
+
+    from setgrpo_bench.agents import resolve_config
+    from setgrpo_bench.harness.update import PolicyUpdate
+    from setgrpo_bench.policy import GenerationConfig, TransformersEngine, load_policy
+
+    trainer = _setgrpo_trainer(small_policy, tmp_path, calibrate=False, fixed_q=0.2, gate=False)
+    policy = load_policy(small_policy)
+    policy.model = trainer.model
+    task = load_env_benchmark("MedicationGuide").instance("train", 0)
+    trainer.setgrpo_advantages(_scored_batch(trainer, policy, [task] * 4, seed=0)[2])  # warm-up
+    rollout, _, output = _scored_batch(trainer, policy, [task] * 4, seed=1)
+    output["advantages"] = trainer.setgrpo_advantages(output)
+    decision = trainer.last_decision[3]
+    assert decision.accepted.any()
+    policy.model.zero_grad(set_to_none=True)
+    trainer._compute_loss(policy.model, output).backward()
+    trl_grad = {n: p.grad.clone() for n, p in policy.model.named_parameters()}
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    config = resolve_config("setgrpo", {"policy": small_policy, "max_new_tokens": 10, "max_grad_norm": 1e9,
+                                        "normalise_over": "batch"})
+    update = PolicyUpdate(config, policy, TransformersEngine(policy, GenerationConfig(max_new_tokens=10)), None)
+    update.optimizer = torch.optim.SGD(policy.model.parameters(), lr=1.0)  # the step is minus the gradient
+    update(rollout, decision)
+    for name, param in policy.model.named_parameters():
+        assert torch.allclose(before[name] - param.detach(), trl_grad[name], rtol=1e-4, atol=1e-7), name
+
+
+def test_setgrpo_config_keeps_trls_fields_and_adds_ours_with_their_help():
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from setgrpo_bench.agents.config import SetGRPOSettings
+    from setgrpo_bench.integrations.trl_setgrpo import SetGRPOConfig
+
+    ours = {f.name: f for f in dataclasses.fields(SetGRPOConfig)}
+    assert {f.name for f in dataclasses.fields(GRPOConfig)} < set(ours)
+    assert ours["risk_delta"].default == SetGRPOSettings.__pydantic_fields__["delta"].default
+    assert ours["delta"].default is None  # TRL's own two-sided clipping bound, untouched
+    assert ours["alpha_a_grid"].metadata["help"] == SetGRPOSettings.__pydantic_fields__["alpha_a_grid"].description
+
+
+def test_setgrpo_trainer_saves_and_restores_its_window_with_trls_checkpoints(small_policy, tmp_path):
+    """3 steps, a checkpoint at step 3 holding the window; a trainer resumed from it continues that window
+    (the saved groups, then the audits of the steps it runs: transformers runs one more step here)."""
+    trainer = _setgrpo_trainer(small_policy, tmp_path, max_steps=3, save_strategy="steps", save_steps=3)
+    trainer.train()
+    saved = trainer.agent.state_dict()
+    assert (tmp_path / "checkpoint-3" / "setgrpo_window.pt").is_file() and saved["audits"] > 0
+    assert any(k.startswith("setgrpo/") for entry in trainer.state.log_history for k in entry)
+    resumed = _setgrpo_trainer(small_policy, tmp_path, max_steps=3, save_strategy="no")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
+    state = resumed.agent.state_dict()
+    new = state["audits"] - saved["audits"]
+    assert 0 <= new < saved["audits"]  # counted on from the checkpoint's window, not from an empty one
+    kept = saved["window"][new:] if new else saved["window"]
+    for (fold, group), (fold2, group2) in zip(kept, state["window"]):
+        assert fold == fold2 and np.array_equal(group.gram, group2.gram) and np.array_equal(group.a_ref, group2.a_ref)

@@ -64,20 +64,22 @@ class RubricReward:
             self.envs = {n: RubricEnv(n, noise=noise) for n in _names(envs)}
         self.rngs = {n: generator(seed, "grading", name_key(n)) for n in self.envs}
         self.true_scores: list[float] = []  # for the harness: what the rewards were worth
+        self.last_spreads: list[float] = []  # the judge's own sd of each score of the last call (SetGRPO's σ)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], task_id: Sequence[str],
                  log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float | None]:
         texts = [_text(c) for c in completions]
         rewards: list[float | None] = [None] * len(texts)
-        true = np.full(len(texts), np.nan)
+        true, spreads = np.full(len(texts), np.nan), np.full(len(texts), np.nan)
         for task in dict.fromkeys(task_id):  # one task's completions are graded together, in order
             rows = [i for i, t in enumerate(task_id) if t == task]
             name = task.split("/")[0]
             grades = self.envs[name].grade_group([texts[i] for i in rows], task=task, rng=self.rngs[name])
             for i, grade in zip(rows, grades):
                 rewards[i] = float(grade.score) if grade.valid else None
-                true[i] = grade.true_score
+                true[i], spreads[i] = grade.true_score, grade.spread
         self.true_scores.extend(true.tolist())
+        self.last_spreads = spreads.tolist()
         if log_metric is not None:
             log_metric("true_score", float(np.nanmean(true)))
         return rewards

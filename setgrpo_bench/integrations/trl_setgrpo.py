@@ -1,0 +1,173 @@
+"""SetGRPO inside TRL (the ``[trl]`` extra; tested with trl 1.16): ``SetGRPOTrainer`` is TRL's
+``GRPOTrainer`` with its advantages replaced by SetGRPO's decision, everything else — generation (its
+vLLM modes included), logging, checkpointing — left to TRL.
+
+    reward = RubricReward("builtin", seed=0, noise="realistic")          # the training judge
+    reference = RubricReward("builtin", seed=1, noise="expert")          # any reward function
+    args = SetGRPOConfig(output_dir="runs/trl-setgrpo", num_generations=8, alpha_a_grid="0.5,0.8,0.9", ...)
+    SetGRPOTrainer(model=..., reward_funcs=reward, reference_reward=reference, args=args, ...).train()
+
+Per generation batch (each prompt's ``num_generations`` completions form a group): the judge's scores
+(and, when the reward function reports them as ``last_spreads``, its own spread of each score, from
+which σ comes), reference scores of ``audit_fraction`` of the groups, K of every non-constant group
+from the live policy's per-completion gradients (``geometry``: full, last:N, sketch:D, identity), then
+``SetGRPOAgent.decide`` — the agent our trainer runs — gives the coefficients: an accepted group's
+become its advantages, a rejected group's are zero. The audited groups then join the calibration
+window, which is saved with TRL's checkpoints (``setgrpo_window.pt``) and restored on resume. The first
+training batch only calibrates (every non-constant group audited, nothing trained on), as our
+trainer's warm-up does. TRL's loss then averages over every completion of the batch, rejected ones as
+zeros (our ``--normalise-over batch``).
+
+Single process: the groups of a generation batch must all be on this process (a check refuses more).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import trl
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOConfig, GRPOTrainer
+
+from ..agents.base import Groups
+from ..agents.config import SetGRPOSettings, build_settings
+from ..agents.setgrpo import SetGRPOAgent
+from ..errors import ConfigError
+from ..harness.geometry import GradientGeometry
+from ..policy.engine import Rollout
+
+TESTED_TRL = ("1.16.",)
+"""TRL versions the trainer is tested on: it overrides four of GRPOTrainer's methods, which TRL may change."""
+WINDOW_FILE = "setgrpo_window.pt"
+SETTINGS = [name for name in SetGRPOSettings.__pydantic_fields__ if name != "reference"]
+"""SetGRPO's settings as TRL config fields (the reference is a reward function given to the trainer)."""
+RENAMED = {"delta": "risk_delta"}
+"""Our names that TRL's config already uses for something else (its ``delta`` bounds two-sided clipping)."""
+LOGGED = ("acceptance_nonconstant", "uncertifiable", "coverage_ref", "reversal_ref", "q", "tau", "alpha_a")
+
+
+def _config_field(name: str) -> tuple[str, type, dataclasses.Field]:
+    info = SetGRPOSettings.__pydantic_fields__[name]
+    return RENAMED.get(name, name), type(info.default), dataclasses.field(default=info.default,
+                                                                         metadata={"help": info.description})
+
+
+SetGRPOConfig = dataclasses.make_dataclass(
+    "SetGRPOConfig",
+    [*map(_config_field, SETTINGS),
+     ("std_floor", float, dataclasses.field(default=0.05, metadata={"help": "floor of a group's reward std in â and σ"}))],
+    bases=(GRPOConfig,),
+    namespace={"__doc__": "TRL's ``GRPOConfig`` with SetGRPO's settings, under our names (but ``risk_delta`` for "
+                          "LTT's δ: TRL's ``delta`` is its clipping bound) and with our help."},
+)
+SetGRPOConfig.__module__ = __name__  # TRL pickles its config into each checkpoint
+
+
+class SetGRPOTrainer(GRPOTrainer):
+    """TRL's GRPO trainer whose advantages are SetGRPO's decision (module docstring)."""
+
+    def __init__(self, *args: Any, reference_reward: Callable[..., Sequence[float | None]], **kwargs: Any) -> None:
+        if not trl.__version__.startswith(TESTED_TRL):
+            warnings.warn(f"SetGRPOTrainer is tested on trl {', '.join(v + 'x' for v in TESTED_TRL)}, not {trl.__version__}: "
+                          "check that its tests pass", stacklevel=2)
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, SetGRPOConfig):
+            raise ConfigError("args", type(self.args).__name__, "a SetGRPOConfig")
+        if self.args.loss_type not in ("grpo", "dr_grpo", "dapo"):
+            raise ConfigError("loss_type", self.args.loss_type, "'grpo', 'dr_grpo' or 'dapo' (the losses K knows)")
+        settings = build_settings(SetGRPOSettings, {name: getattr(self.args, RENAMED.get(name, name)) for name in SETTINGS})
+        self.agent = SetGRPOAgent(settings, std_floor=self.args.std_floor)
+        self.reference_reward = reference_reward
+        self.audit_rng = np.random.default_rng(self.args.seed)
+        self.last_decision = None  # the latest batch's (groups, grams, audits, decision), for inspection
+
+    # ---------------------------------------------------------------- TRL hooks
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001, ANN202
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._scored = (inputs, prompts, completions, completion_ids_list, rewards)
+        return rewards
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return output  # evaluation keeps TRL's advantages
+        if self.accelerator.num_processes > 1:
+            raise ConfigError("num_processes", self.accelerator.num_processes, "1 (SetGRPOTrainer runs in one process)")
+        advantages = self.setgrpo_advantages(output)
+        output["advantages"] = advantages.to(output["advantages"].device, output["advantages"].dtype)
+        return output
+
+    def _save_checkpoint(self, model, trial):  # noqa: ANN001, ANN202
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            torch.save({"agent": self.agent.state_dict(), "audit_rng": self.audit_rng.bit_generator.state},
+                       os.path.join(folder, WINDOW_FILE))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: ANN001, ANN202
+        super()._load_optimizer_and_scheduler(checkpoint)
+        path = os.path.join(checkpoint, WINDOW_FILE) if checkpoint is not None else None
+        if path is not None and os.path.exists(path):
+            state = torch.load(path, weights_only=False)  # our own file: numpy arrays of the window
+            self.agent.load_state_dict(state["agent"])
+            self.audit_rng.bit_generator.state = state["audit_rng"]
+
+    # ---------------------------------------------------------------- SetGRPO
+    def setgrpo_advantages(self, output: dict[str, Any]) -> torch.Tensor:
+        """SetGRPO's coefficients of the batch just scored (zero where rejected), one per completion."""
+        inputs, prompts, completions, completion_ids, rewards = self._scored
+        groups = self.groups(output, rewards[:, 0].cpu().numpy(), completions)
+        warmup = len(self.agent.window) == 0 and self.agent.warmup_groups > 0
+        needs = self.agent.needs(groups, self.audit_rng, warmup=warmup)
+        geometry = GradientGeometry(self.accelerator.unwrap_model(self.model), self.agent.params.geometry,
+                                    temperature=self.args.temperature, loss_type=self.args.loss_type,
+                                    max_new_tokens=self.args.max_completion_length)
+        grams = geometry.grams(groups.rollout, {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}).grams
+        audits = self.audit(needs.audits, inputs, prompts, completions, completion_ids)
+        if warmup:
+            self.agent.update(groups, grams, audits)
+            self._log({"warmup_groups": float(len(audits))})
+            return torch.zeros(len(completions))
+        decision = self.agent.decide(groups, grams, audits)
+        self.agent.update(groups, grams, audits)
+        self.last_decision = (groups, grams, audits, decision)
+        self._log({k: decision.stats[k] for k in LOGGED if k in decision.stats})
+        coefficients = np.where(decision.accepted, decision.coefficients, 0.0).reshape(-1)
+        return torch.tensor(coefficients, dtype=torch.float32)
+
+    def groups(self, output: dict[str, Any], rewards: np.ndarray, completions: Sequence[Any]) -> Groups:
+        """The batch as our agents see it: B groups of G completions, their scores and the judge's spreads."""
+        G = self.num_generations
+        if len(rewards) % G:
+            raise ConfigError("generation batch", len(rewards), f"whole groups of num_generations = {G}")
+        spreads = np.asarray(getattr(self.reward_funcs[0], "last_spreads", None) or np.zeros(len(rewards)), float)
+        rollout = Rollout(output["prompt_ids"].cpu(), output["prompt_mask"].cpu(), output["completion_ids"].cpu(),
+                          output["completion_mask"].cpu(), torch.zeros(output["completion_ids"].shape),
+                          [str(c) for c in completions])
+        return Groups(rollout, [], [], rewards.reshape(-1, G), np.nan_to_num(spreads, nan=0.0).reshape(-1, G))
+
+    def audit(self, audited: Sequence[int], inputs: list[dict[str, Any]], prompts: list[Any], completions: list[Any],
+              completion_ids: list[Any]) -> dict[int, np.ndarray]:
+        """The reference reward of every completion of the audited groups (NaN where it returned None),
+        called as TRL calls a reward function: prompts, completions and every dataset column."""
+        G = self.num_generations
+        rows = [i for b in audited for i in range(b * G, (b + 1) * G)]
+        if not rows:
+            return {}
+        keys = [k for k in inputs[0] if k not in ("prompt", "completion", "completion_ids")]
+        scores = self.reference_reward(prompts=[prompts[i] for i in rows], completions=[completions[i] for i in rows],
+                                       completion_ids=[completion_ids[i] for i in rows],
+                                       **{k: [inputs[i][k] for i in rows] for k in keys})
+        scores = np.array([np.nan if s is None else float(s) for s in scores])
+        return {b: scores[k * G : (k + 1) * G] for k, b in enumerate(audited)}
+
+    def _log(self, stats: dict[str, float]) -> None:
+        for key, value in stats.items():
+            if np.isfinite(value):  # a rate with nothing to count (no audit, nothing accepted) is not logged
+                self._metrics["train"][f"setgrpo/{key}"].append(float(value))
