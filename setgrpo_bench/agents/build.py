@@ -1,9 +1,10 @@
-"""The agent of a config: a coefficient rule, or SetGRPO around the GRPO rule."""
+"""The agent of a config: a coefficient rule, SetGRPO around the GRPO rule, or a plugin's agent class."""
 
 from __future__ import annotations
 
 from .base import Agent, RuleAgent
 from .config import TrainConfig
+from .plugins import agent_class
 from .setgrpo import SetGRPOAgent
 
 
@@ -11,4 +12,6 @@ def build_agent(config: TrainConfig) -> Agent:
     c = config.coefficients
     if c.selector == "setgrpo":
         return SetGRPOAgent(config.setgrpo, std_floor=c.std_floor)
+    if (plugin := agent_class(c.selector)) is not None:
+        return plugin.from_config(config)
     return RuleAgent(c.rule, std_floor=c.std_floor, qae_quantile=c.qae_quantile, qae_std=c.qae_std)

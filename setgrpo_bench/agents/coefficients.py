@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnknownNameError
+from ..errors import ConfigError, UnknownNameError
 
 CoefficientRule = Callable[..., np.ndarray]
 
@@ -139,10 +139,22 @@ COEFFICIENT_RULES: dict[str, CoefficientRule] = {
 """DAPO, RGRA, GRPO-Kavg and the oracle use ``grpo`` with their own loss, clip, grading or rewards."""
 
 
+def coefficient_rules() -> dict[str, CoefficientRule]:
+    """The built-in rules and those of installed plugins (``plugins``)."""
+    from .plugins import plugin_rules
+
+    added = plugin_rules()
+    for name, (dist, _) in added.items():
+        if name in COEFFICIENT_RULES:
+            raise ConfigError("coefficient rule", name, "a name that is not built in", f"Rename it in {dist}.")
+    return {**COEFFICIENT_RULES, **{name: rule for name, (_, rule) in added.items()}}
+
+
 def get_rule(name: str) -> CoefficientRule:
-    if name not in COEFFICIENT_RULES:
-        raise UnknownNameError("coefficient rule", name, COEFFICIENT_RULES)
-    return COEFFICIENT_RULES[name]
+    rules = coefficient_rules()
+    if name not in rules:
+        raise UnknownNameError("coefficient rule", name, rules)
+    return rules[name]
 
 
 def group_coefficients(rule: str, rewards: np.ndarray, per_response: Mapping[str, np.ndarray] | None = None,

@@ -25,10 +25,10 @@ from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, SetgrpoBenchError, UnknownNameError
 from ..graders.reference import parse_reference
-from .coefficients import COEFFICIENT_RULES
+from .coefficients import coefficient_rules
+from .plugins import selectors
 from .protocol import load_protocol
 
-SELECTORS = ("none", "setgrpo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 NORMALISERS = ("accepted", "batch")
 EXECUTE = ("recovered", "original")
@@ -51,10 +51,12 @@ def _device(value: str) -> str:
     raise ConfigError("device", value, "'cpu', 'cuda' or 'cuda:N'")
 
 
-def _one_of(kind: str, known: Sequence[str] | Mapping[str, Any]) -> Callable[[str], str]:
+def _one_of(kind: str, known: Sequence[str] | Mapping[str, Any] | Callable[[], Sequence[str]]) -> Callable[[str], str]:
+    """A validator of a name; ``known`` may be a function (names that installed plugins add)."""
     def check(value: str) -> str:
-        if value not in known:
-            raise UnknownNameError(kind, value, known)
+        names = known() if callable(known) else known
+        if value not in names:
+            raise UnknownNameError(kind, value, names)
         return value
 
     return check
@@ -171,9 +173,9 @@ class ObjectiveSettings:
 class CoefficientSettings:
     """The coefficient rule (rewards of a group → training coefficients) and the optional selector."""
 
-    rule: Annotated[str, AfterValidator(_one_of("coefficient rule", COEFFICIENT_RULES))] = _f(
+    rule: Annotated[str, AfterValidator(_one_of("coefficient rule", coefficient_rules))] = _f(
         "grpo", "coefficient rule: rewards of a group → training coefficients")
-    selector: Annotated[str, AfterValidator(_one_of("selector", SELECTORS))] = _f(
+    selector: Annotated[str, AfterValidator(_one_of("selector", selectors))] = _f(
         "none", "'none' (the rule's coefficients train as they are) or 'setgrpo' (SetGRPO)")
     std_floor: float = _f(0.05, "floor of the group std in grpo coefficients (rubric scores are continuous)", ge=0)
     qae_quantile: float = _f(0.4, "QAE: quantile K of the group used as baseline", ge=0, le=1)

@@ -18,6 +18,8 @@ from transformers import __version__ as transformers_version
 
 from .. import __version__
 from ..agents.config import TrainConfig
+from ..agents.plugins import plugins_used
+from ..agents.presets import preset_paths
 from ..errors import SetgrpoBenchError
 from ..hashing import stable_hash
 from ..policy import load_policy
@@ -153,6 +155,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
             "envs": [e.benchmark.name for e in envs], "domains": {e.benchmark.name: e.domain for e in envs},
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
             "oracle": config.grading.oracle,
+            **({"plugins": used} if (used := plugins_of(config)) else {}),
         })
     dropped = rundir.keep_metrics(start)
     if dropped:
@@ -242,6 +245,12 @@ def _evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, title: s
         bar = progress.add_task("eval", total=None)
         return evaluate(engine, envs, instances=config.run.eval_instances, seed=config.run.seed,
                         on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+
+
+def plugins_of(config: TrainConfig) -> list[dict[str, str]]:
+    """The installed plugins whose rule, agent class or preset the run uses (name, version, source hash)."""
+    c = config.coefficients
+    return plugins_used(c.rule, c.selector, preset_paths().get(config.run.agent))
 
 
 def _initial_evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, policy_hash: str,

@@ -145,6 +145,11 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
             submission["suite"]["parts"] = first["suite_parts"]
     else:
         submission["schema_version"] = 2
+    plugins = [c.get("plugins") for _, c, _, _ in read]
+    if any(p != plugins[0] for p in plugins):
+        raise SubmissionError("the runs were made with different versions of a plugin: " + ", ".join(str(f) for f, *_ in read))
+    if plugins[0]:  # the installed packages whose method this is: name, version, source hash
+        submission["plugins"] = plugins[0]
     if len(updates) == len(read):  # what the optimiser did, averaged over seeds (runs that logged it)
         submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
     if config.get("protocol"):
