@@ -453,3 +453,23 @@ def test_gradient_outside_is_exact_under_rounding():
         rows = keep.nonzero()[:, 0]
         assert not gradient_outside(per_token, rows)
         assert gradient_outside(per_token, rows[1:])
+
+
+def test_the_agent_remembers_window_decisions_without_changing_its_calibration():
+    """The agent's calibration over a grid of set levels equals the one computed from scratch, on the
+    first call and on later ones (whose window decisions come from memory), and after groups leave."""
+    agent, harness = _agent(np.random.default_rng(4), alpha_a_grid="0.5,0.8,0.9", gate_start=0.5)
+    p = agent.params
+
+    def fresh():
+        return sm.calibrate_set_and_threshold(agent.fold(0), agent.fold(1), [0.5, 0.8, 0.9], alpha=p.alpha,
+                                              delta=p.delta, levels=sm.acceptance_levels(p.grid_start, p.grid_step),
+                                              start=0.5, execute=p.execute)
+
+    assert agent.calibration() == fresh() == agent.calibration()
+    assert agent._decisions
+    for seed in range(3):  # new audits push old groups out of the window
+        harness.step(agent, _groups(np.random.default_rng(seed).uniform(size=(60, 6))))
+        assert agent.calibration() == fresh()
+    alive = {id(g.gram) for _, g in agent.window}
+    assert all(key[0] in alive for key in agent._decisions)

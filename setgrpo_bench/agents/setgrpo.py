@@ -41,6 +41,22 @@ class SetGRPOAgent(Agent):
         self.warmup_groups = params.warmup_groups
         self.window: deque[tuple[int, sm.AuditedGroup]] = deque(maxlen=params.window)  # (fold, group)
         self.audits = 0
+        self._decisions: dict[tuple[int, bytes], tuple[np.ndarray, sm.GroupDecision]] = {}
+
+    def _decide(self, gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> sm.GroupDecision:
+        """``decide_group`` of a window group, remembered: the window changes by a few groups a step and q
+        often keeps its value, so most calibration groups would be decided again at the same radii."""
+        key = (id(gram), rho.tobytes())
+        hit = self._decisions.get(key)
+        if hit is not None and hit[0] is gram:
+            return hit[1]
+        decision = sm.decide_group(gram, a_hat, rho, recovery=recovery)
+        self._decisions[key] = (gram, decision)
+        return decision
+
+    def _forget_left_groups(self) -> None:
+        alive = {id(g.gram) for _, g in self.window}
+        self._decisions = {k: v for k, v in self._decisions.items() if k[0] in alive}
 
     # ---------------------------------------------------------------- calibration
     def fold(self, k: int) -> list[sm.AuditedGroup]:
@@ -64,18 +80,19 @@ class SetGRPOAgent(Agent):
             return math.inf
         return sm.calibrate_threshold(self.fold(0), self.fold(1), q, alpha=p.alpha, delta=p.delta,
                                       levels=sm.acceptance_levels(p.grid_start, p.grid_step), recovery=p.recovery,
-                                      start=p.gate_start, execute=p.execute)
+                                      decide=self._decide, start=p.gate_start, execute=p.execute)
 
     def calibration(self) -> sm.Calibration:
         """(α_a, q, τ̂) for this step: chosen jointly inside the risk test over ``alpha_a_grid``, or at
         the fixed α_a (also whenever there is no risk test or no calibration to choose by)."""
         p = self.params
+        self._forget_left_groups()
         grid = parse_levels(p.alpha_a_grid)
         if grid and p.calibrate and p.gate:
             return sm.calibrate_set_and_threshold(
                 self.fold(0), self.fold(1), grid, alpha=p.alpha, delta=p.delta,
                 levels=sm.acceptance_levels(p.grid_start, p.grid_step), delta_a=p.delta_a or None,
-                recovery=p.recovery, start=p.gate_start, execute=p.execute)
+                recovery=p.recovery, decide=self._decide, start=p.gate_start, execute=p.execute)
         q = self.quantile(p.alpha_a)
         return sm.Calibration(p.alpha_a, q, self.threshold(q), -1)
 
