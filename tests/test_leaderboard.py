@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from setgrpo_bench.agents import resolve_config
+from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
@@ -135,7 +136,7 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
     board = tmp_path / "board"
     publish([runs], board)
     page = (board / "index.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 3 and "<table" in page and "http" not in page.split("<body>")[1]
+    assert page.count('src="data:image/png;base64,') == 4 and "<table" in page and "http" not in page.split("<body>")[1]
     browser = _chromium()
     if browser is None:
         pytest.skip("chromium is not installed (Debian package 'chromium'); the page was checked as HTML only")
@@ -144,7 +145,7 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
     dom = subprocess.run([browser, *flags, "--dump-dom", (board / "index.html").as_uri()], capture_output=True,
                          text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<table" in dom.stdout and dom.stdout.count('id="plot-') == 3
+    assert "<table" in dom.stdout and dom.stdout.count('id="plot-') == 4
     shot = tmp_path / "shot.png"
     done = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,2400",
                            (board / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
@@ -223,10 +224,12 @@ def test_shipped_v1_board_is_archived_valid_complete_and_up_to_date(tmp_path):
 
 
 def test_shipped_live_board_is_valid_and_up_to_date(tmp_path):
-    """The live board: every entry accepted on the current suite, its README what ``leaderboard build``
-    writes, with a link to each archived board."""
+    """The live board: every entry accepted on the current suite and made under board-v2, its README what
+    ``leaderboard build`` writes, with a link to each archived board."""
     frame, rejected, copy = _built_here(SHIPPED, tmp_path)
     assert rejected == []
+    submissions, _ = load_board(copy, runs=SHIPPED / "runs")
+    assert {s["protocol"]["id"] for s in submissions} <= {load_protocol("board-v2").id}
     assert "[v1](v1/README.md)" in (copy / "README.md").read_text(encoding="utf-8")
     assert (copy / "README.md").read_text(encoding="utf-8") == (SHIPPED / "README.md").read_text(encoding="utf-8")
 
@@ -335,3 +338,38 @@ def test_a_bad_protocol_file_names_every_problem_at_its_line(tmp_path, monkeypat
     (tmp_path / "protocols" / "bad.yaml").write_text(text.replace("steps: 0", "steps: 3"))
     with pytest.raises(SpecError, match=r"bad.yaml:5: main: expected one of the board's profiles \['realistic'\]"):
         load_protocol("bad")
+
+
+def test_win_tie_loss_against_grpo_by_hand():
+    from setgrpo_bench.leaderboard.board import win_tie_loss
+
+    frame = pd.DataFrame({"agent": ["grpo", "a", "b", "c", "grpo_oracle", "a"],
+                          "noise": ["realistic"] * 5 + ["clean"], "oracle": [False, False, False, False, True, False],
+                          "macro": [0.50, 0.53, 0.49, 0.40, 0.60, 0.6], "macro_se": [0.006, 0.008, 0.008, 0.01, 0.01, 0.01]})
+    table = win_tie_loss(frame).set_index("agent")
+    # a: +0.03 / √(0.006² + 0.008²) = +3.0 SE; b: −1.0 SE; c: −0.1 / 0.01166 = −8.6 SE; no grpo under clean
+    assert table.loc["a", "realistic"] == "win (+3.0)" and table.loc["b", "realistic"] == "tie (-1.0)"
+    assert table.loc["c", "realistic"] == "loss (-8.6)" and table.loc["a", "clean"] == "no grpo"
+    assert "grpo_oracle" not in table.index and "grpo" not in table.index
+
+
+def test_board_v2_completeness_comes_from_its_protocol_file():
+    """Core agents under every profile (5 seeds under the two main ones, 3 elsewhere), the oracle once,
+    every other preset under the main profiles with 3 seeds."""
+    protocol = load_protocol("board-v2")
+    assert protocol.mains == ("realistic", "learned") and protocol.once == ("grpo_oracle",)
+    cells = protocol.cells(["grpo", "setgrpo-literal", "qae", "grpo_oracle"])
+    assert ("grpo", "learned", 5) in cells and ("grpo", "verbose", 3) in cells and ("setgrpo-literal", "harsh", 3) in cells
+    assert ("qae", "realistic", 3) in cells and ("qae", "learned", 3) in cells and not any(
+        a == "qae" and n == "clean" for a, n, _ in cells)
+    assert [c for c in cells if c[0] == "grpo_oracle"] == [("grpo_oracle", "realistic", 5)]
+    assert set(protocol.core) <= set(preset_paths())  # every core agent is a preset of this version
+
+
+def test_the_page_carries_columns_protocol_and_provenance(runs, tmp_path):
+    board = tmp_path / "board"
+    publish([runs], board, command="pytest publish")
+    readme, page = (board / "README.md").read_text(), (board / "index.html").read_text()
+    for text in (readme, page):
+        assert "Columns" in text and "Provenance" in text and "true drop from peak" in text and "pytest publish" in text
+    assert page.index("plot-curves") > page.index("Judge profile")  # the tables before the other figures

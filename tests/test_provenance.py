@@ -185,7 +185,7 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
     [written] = publish([runs], board)
     shutil.copytree(tmp_path / "runs", board / "runs")
     entry = json.loads(written.read_text())
-    assert entry["schema_version"] == 3 and [r["seed"] for r in entry["runs"]] == [0, 1]
+    assert entry["schema_version"] == 4 and set(entry["overoptimisation"]) >= {"drop", "drop_se"} and len(entry["curves"]["true_score_se"]) == 3 and [r["seed"] for r in entry["runs"]] == [0, 1]
     frame, rejected = build_board(board)
     assert rejected == [] and frame["verified"].tolist() == [True]
 

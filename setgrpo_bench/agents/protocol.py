@@ -31,11 +31,13 @@ class Protocol:
     name: str
     version: int
     settings: dict[str, int]
-    seeds: int  # seeds of every cell under the main profile
+    seeds: int  # seeds of the core agents under the main profiles
     noise: tuple[str, ...]
-    main: str = "realistic"  # every preset runs under it
+    main: str | tuple[str, ...] = "realistic"  # the profile(s) every preset runs under
     other_seeds: int = 3  # seeds of the cells under the other profiles
     core: tuple[str, ...] = ()  # the agents run under every profile
+    preset_seeds: int | None = None  # seeds of the non-core presets under the main profiles (default: seeds)
+    once: tuple[str, ...] = ()  # agents run under the first main profile only (their policy ignores the judge)
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -43,6 +45,10 @@ class Protocol:
     def id(self) -> str:
         """``name@version``: what a run records."""
         return f"{self.name}@{self.version}"
+
+    @property
+    def mains(self) -> tuple[str, ...]:
+        return (self.main,) if isinstance(self.main, str) else tuple(self.main)
 
     def check(self, settings: Mapping[str, Any]) -> None:
         """Refuse a run config (flat settings) whose budget differs from this protocol's."""
@@ -52,10 +58,20 @@ class Protocol:
                                   f"Drop --{key.replace('_', '-')} or run without --protocol.")
 
     def cells(self, presets: Sequence[str]) -> list[tuple[str, str, int]]:
-        """(agent, judge profile, seeds) of a complete board: every preset under the main profile,
-        the core agents under every other one. The single source of completeness."""
-        return [(a, self.main, self.seeds) for a in presets] + [
-            (a, n, self.other_seeds) for n in self.noise if n != self.main for a in self.core if a in presets]
+        """(agent, judge profile, seeds) of a complete board: the core agents under every profile
+        (``seeds`` under the main ones, ``other_seeds`` elsewhere), the ``once`` agents under the first
+        main profile, every other preset under each main profile (``preset_seeds``). The single source of
+        completeness."""
+        out = []
+        for a in presets:
+            if a in self.once:
+                out.append((a, self.mains[0], self.seeds))
+            elif a in self.core:
+                out += [(a, n, self.seeds if n in self.mains else self.other_seeds) for n in self.noise]
+            else:
+                out += [(a, n, self.preset_seeds or self.seeds) for n in self.mains]
+        order = {n: i for i, n in enumerate((*self.mains, *(n for n in self.noise if n not in self.mains)))}
+        return sorted(out, key=lambda cell: (order[cell[1]], presets.index(cell[0])))
 
     def fingerprint(self) -> str:
         """What a run's budget depends on (the board's completeness fields do not change a run)."""
@@ -84,11 +100,13 @@ def load_protocol(spec: str) -> Protocol:
 def _load(path: Path) -> Protocol:
     data, lines = load_yaml(path)
     problems = schema_problems(data, load_schema(SCHEMA), file=str(path), lines=lines)
-    if not problems and data["main"] not in data["noise"]:
-        problems.append(SpecError(f"expected one of the board's profiles {data['noise']}", file=str(path),
+    mains = [data["main"]] if not problems and isinstance(data["main"], str) else data.get("main") or []
+    if not problems and any(m not in data["noise"] for m in mains):
+        problems.append(SpecError(f"expected one of the board's profiles {data['noise']} (or a list of them)", file=str(path),
                                   line=line_of(lines, "main"), field="main"))
     if problems:
         raise problems[0]
+    main = data["main"] if isinstance(data["main"], str) else tuple(data["main"])
     return Protocol(str(data.get("name", path.stem)), data["version"], dict(data["settings"]), data["seeds"],
-                    tuple(data["noise"]), data["main"], data["other_seeds"], tuple(data["core"]),
-                    str(data.get("description", "")), path)
+                    tuple(data["noise"]), main, data["other_seeds"], tuple(data["core"]), data.get("preset_seeds"),
+                    tuple(data.get("once", ())), str(data.get("description", "")), path)

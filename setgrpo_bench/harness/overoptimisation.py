@@ -13,13 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from .rundir import read_metrics  # noqa: E402
+from .rundir import read_metrics
 
 
 def curves(runs: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +53,11 @@ def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) ->
 
 def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20) -> None:
     """Judge and true score per step (mean over seeds, a band of ±1 SE), the block means on top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 4))
     steps = np.arange(1, judge.shape[1] + 1)
     for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):

@@ -20,7 +20,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import __version__  # noqa: E402
-from ..agents.protocol import Protocol  # noqa: E402
+from ..agents.protocol import Protocol, load_protocol  # noqa: E402
+from ..errors import SetgrpoBenchError  # noqa: E402
 from ..harness.rundir import write_text  # noqa: E402
 from .submission import check_submission  # noqa: E402
 from .verify import verify_entry  # noqa: E402
@@ -111,6 +112,7 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
             **{f"{column}{end}": d.get(f"{rate}{end}") for column, rate in RATE_COLUMNS.items() for end in ("", "_low", "_high")},
             "grader_calls_per_step": s["grader_calls_per_step"], "wall_time_s": s["wall_time_s"],
             "grader_cost_per_step": s.get("grader_cost_per_step", s["grader_calls_per_step"]),
+            **{f"over_{k}": (s.get("overoptimisation") or {}).get(k) for k in ("drop", "drop_se", "judge_minus_true_end")},
         }
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -123,7 +125,7 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.drop(columns="noise_order")
 
 
-PROFILE_ORDER = ("clean", "mild", "realistic", "harsh", "sparse")
+PROFILE_ORDER = ("clean", "mild", "realistic", "harsh", "sparse", "verbose", "learned")
 """Judge profiles from the most to the least reliable; others follow in name order."""
 
 
@@ -133,7 +135,8 @@ def noise_order(noise: str) -> tuple[int, str]:
 
 def _domains(frame: pd.DataFrame) -> list[str]:
     fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "verified", "macro", "macro_se", "ci_low", "ci_high", "initial",
-             "judge", "grader_calls_per_step", "wall_time_s", "grader_cost_per_step",
+             "judge", "grader_calls_per_step", "wall_time_s", "grader_cost_per_step", "over_drop", "over_drop_se",
+             "over_judge_minus_true_end",
              *(f"{c}{end}" for c in RATE_COLUMNS for end in ("", "_low", "_high"))}
     return [c for c in frame.columns if c not in fixed]
 
@@ -154,6 +157,48 @@ def versus_baseline(frame: pd.DataFrame) -> list[str]:
             for a, o, m, se in zip(frame["agent"], frame["oracle"], frame["macro"], frame["macro_se"])]
 
 
+SEPARATION = 3.0
+"""SEs of the difference to GRPO beyond which an agent wins or loses under a judge (within: a tie)."""
+
+
+def win_tie_loss(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per agent, one column per judge profile: ``win``, ``tie`` or ``loss`` against GRPO under
+    that judge (beyond ±3 SEs of the difference √(SE² + SE_grpo²)), with the difference in SEs."""
+    profiles = sorted(set(frame["noise"]), key=noise_order)
+    cells: dict[str, dict[str, str]] = {}
+    for profile in profiles:
+        rows = frame[frame["noise"] == profile]
+        base = rows[(rows["agent"] == BASELINE) & ~rows["oracle"].astype(bool)]
+        for agent, oracle, m, se in zip(rows["agent"], rows["oracle"], rows["macro"], rows["macro_se"]):
+            if agent == BASELINE or oracle:
+                continue
+            if base.empty:
+                cells.setdefault(agent, {})[profile] = "no grpo"
+                continue
+            z = (m - float(base["macro"].iloc[0])) / max(float(np.hypot(se, base["macro_se"].iloc[0])), 1e-12)
+            verdict = "win" if z >= SEPARATION else "loss" if z <= -SEPARATION else "tie"
+            cells.setdefault(agent, {})[profile] = f"{verdict} ({z:+.1f})"
+    return pd.DataFrame([{"agent": a, **{p: row.get(p, "") for p in profiles}} for a, row in sorted(cells.items())])
+
+
+COLUMNS = {
+    "macro ± SE [95% CI]": "held-out true rubric score, unweighted mean over benchmarks; SE across seeds √(Σ se_k²)/K; "
+                           "CI by bootstrap over seeds",
+    f"vs {BASELINE}": f"difference to {BASELINE} under the same judge, in SEs of the difference √(SE² + SE_{BASELINE}²)",
+    "before training": "the same score of the initial policy",
+    "coverage ref / true": "SetGRPO: share of audited (all) groups whose reference (true) coefficients lie in its set C, "
+                           "pooled over seeds, exact 95% interval; against 1 − α_a",
+    "risk ref / true": "SetGRPO: share of accepted groups whose executed update opposes the reference (true) one; against α",
+    "true drop from peak ± SE": "the training batch's true score: its highest 20-step block mean minus its last, mean over "
+                                "seeds ± SE (over-optimisation when positive while the judge's score rises)",
+    "judge − true at end": "the judge's minus the true score of the training batch in the last 20-step block",
+    "judge cost / step": "judge calls per step, a reference call counted at its cost",
+    "wall time (s)": "seconds of training per run (sum of step times), mean over seeds",
+    "runs": "whether the entry was rebuilt from its runs in runs/<profile>/<agent>/seed<k>/ by today's code",
+}
+"""What each board column means (the page and the README carry it)."""
+
+
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as shown (one judge profile's rows): formatted strings, oracle rows marked."""
     shown = pd.DataFrame({
@@ -166,6 +211,9 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         "before training": frame["initial"].map(_fmt),
         "coverage ref / true": [f"{r} / {t}" for r, t in zip(_rate(frame, "coverage_ref"), _rate(frame, "coverage_true"))],
         "risk ref / true": [f"{r} / {t}" for r, t in zip(_rate(frame, "risk_ref"), _rate(frame, "risk_true"))],
+        "true drop from peak ± SE": [_fmt(d) if se is None or se != se else f"{d:+.3f} ± {se:.3f}"
+                                     for d, se in zip(frame["over_drop"], frame["over_drop_se"])],
+        "judge − true at end": frame["over_judge_minus_true_end"].map(lambda v: _fmt(v) if v is None or v != v else f"{v:+.3f}"),
         "judge cost / step": frame["grader_cost_per_step"].map(lambda v: f"{v:,.0f}"),
         "wall time (s)": frame["wall_time_s"].map(lambda v: f"{v:.0f}"),
         "seeds": frame["seeds"].astype(str),
@@ -185,9 +233,42 @@ def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def _markdown_table(shown: pd.DataFrame) -> list[str]:
+    return (["| " + " | ".join(shown.columns) + " |", "|" + "|".join("---" for _ in shown.columns) + "|"]
+            + ["| " + " | ".join(row) + " |" for row in shown.astype(str).values.tolist()])
+
+
+def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
+    """The protocols the entries were made under, with what each fixes."""
+    out = []
+    for pid in sorted({s["protocol"]["id"] for s in submissions if "protocol" in s}):
+        try:
+            protocol = load_protocol(pid)
+        except SetgrpoBenchError:
+            out.append(f"{pid} (its file is not in this checkout)")
+            continue
+        settings = ", ".join(f"{k} {v}" for k, v in protocol.settings.items())
+        out.append(f"{pid}: {settings}; judge profiles {', '.join(protocol.noise)}; main {', '.join(protocol.mains)} "
+                   f"({protocol.seeds} seeds), others {protocol.other_seeds} seeds — {protocol.description}")
+    return out
+
+
+def entry_provenance(submissions: list[dict[str, Any]]) -> pd.DataFrame:
+    """Each entry's origin: the command, the code (package version, git hash, plugins) and its runs."""
+    return pd.DataFrame([{
+        "entry": s["name"], "seeds": ", ".join(map(str, s["seeds"])), "package": s["versions"]["package"],
+        "git": (s.get("git_hash") or "—")[:10],
+        "plugins": ", ".join(f"{p['name']} {p['version']} ({p['source_hash'][:10]})" for p in s.get("plugins", [])) or "—",
+        "runs": "rebuilt from its runs" if s.get("verified") else "unverified (runs not here)",
+        "command": s.get("command", "—"),
+    } for s in submissions])
+
+
 def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
              note: str | None = None, earlier: Sequence[str] = ()) -> str:
-    """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked."""
+    """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
+    opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
+    the column definitions, the protocol and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]
@@ -197,27 +278,19 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         lines.append("No submissions yet.")
     else:
         profiles = sorted(set(frame["noise"]), key=noise_order)
-        lines += [f"Held-out true rubric score on the eval splits, one table per training judge profile "
-                  f"({', '.join(profiles)}); macro = unweighted mean over benchmarks, SE across seeds = "
-                  "√(Σ se_k²)/K, CI by bootstrap over seeds; vs grpo = the difference to GRPO under the same judge, "
-                  "in SEs of the difference √(SE² + SE_grpo²). Coverage and risk are SetGRPO's rates w.r.t. the "
-                  "reference grader and the true score, pooled over the groups of every seed, with exact "
-                  "(Clopper–Pearson) 95% intervals; submissions of schema version 1 hold per-step means "
-                  "without intervals. runs: whether the entry was rebuilt from its runs (config, metrics, "
-                  "evaluations in `runs/<profile>/<agent>/seed<k>/`) by today's code and found equal, or its runs "
-                  "are not on the board (unverified).", ""]
+        verdicts = win_tie_loss(frame)
+        if not verdicts.empty:
+            lines += [f"## Where each method wins, ties or loses against {BASELINE}", "",
+                      f"Per judge profile: win / loss when the macro true score is at least {SEPARATION:g} SEs of the "
+                      f"difference above / below {BASELINE}'s under the same judge, tie within; in brackets the "
+                      "difference in SEs.", "", *_markdown_table(verdicts), ""]
         for profile in profiles:
-            shown = _display(frame[frame["noise"] == profile])
-            if len(profiles) > 1:
-                lines += [f"## Judge profile `{profile}`", ""]
-            lines.append("| " + " | ".join(shown.columns) + " |")
-            lines.append("|" + "|".join("---" for _ in shown.columns) + "|")
-            lines += ["| " + " | ".join(row) + " |" for row in shown.astype(str).values.tolist()]
-            lines.append("")
-        lines.pop()
-        commands = sorted({s["command"] for s in submissions if s.get("command")})
-        if commands:
-            lines += ["", "Generated by:", ""] + [f"    {c}" for c in commands]
+            lines += [f"## Judge profile `{profile}`", "", *_markdown_table(_display(frame[frame["noise"] == profile])), ""]
+        lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in COLUMNS.items()),
+                  "- the domain columns: the mean true score of the domain's benchmarks", ""]
+        if protocols := protocols_of(submissions):
+            lines += ["## Protocol", "", *(f"- {p}" for p in protocols), ""]
+        lines += ["## Provenance", "", *_markdown_table(entry_provenance(submissions))]
         if note := provenance(submissions):
             lines += ["", f"**{note}**"]
     if rejected:
@@ -265,9 +338,11 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
         ax.set_yticks(y, [f"{a}{' (oracle)' if o else ''}" for a, o in zip(rows["agent"], rows["oracle"])])
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.set_title(f"judge profile {profile}", fontsize=10)
-    axes[-1, 0].set_xlabel("macro true score (95% CI)")
+    for ax in axes[:, 0]:  # every panel keeps its own score axis, not only the bottom one
+        ax.tick_params(labelbottom=True)
+        ax.set_xlabel("macro true score (95% CI)", fontsize=8)
     fig.suptitle("Macro true score by agent")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))  # the title above the first panel's
     out["macro"] = _png(fig)
     columns = min(2, len(profiles))
     grid = -(-len(profiles) // columns)
@@ -278,13 +353,15 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
                 values = pd.Series(s["curves"]["true_score"]).rolling(5, min_periods=1).mean()
                 ax.plot(s["curves"]["step"], values, label=s["agent"], color=colour[s["agent"]], alpha=0.9)
         ax.set(xlabel="step", ylabel="train true score (5-step mean)", title=f"judge profile {profile}")
+        ax.tick_params(labelleft=True)
     for ax in axes.flat[len(profiles):]:
         ax.set_visible(False)
     labels = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(labels.values(), labels.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
     fig.suptitle("Learning curves (mean over seeds)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     out["curves"] = _png(fig)
+    out["overoptimisation"] = overoptimisation_plot(submissions, profiles, colour)
     calibrated = sorted((s for s in submissions if s["diagnostics"].get("coverage_ref") is not None),
                         key=lambda s: (noise_order(s["suite"]["noise"]), s["agent"]))
     fig, (left, right) = plt.subplots(2, 1, figsize=(max(7.0, 0.55 * len(calibrated) + 3), 7), sharex=True)
@@ -313,6 +390,34 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     if len(profiles) > 1:
         out["robustness"] = robustness_plot(frame, profiles, colour)
     return out
+
+
+def overoptimisation_plot(submissions: list[dict[str, Any]], profiles: list[str], colour: dict[str, Any]) -> str:
+    """Per judge profile, each agent's judge score (dashed) and true score (solid) of its training batch
+    per step: 5-step means over seeds, a band of ±1 SE across seeds where the entry has it."""
+    columns = min(2, len(profiles))
+    rows = -(-len(profiles) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(6 * columns + 2, 3.6 * rows), squeeze=False)
+    for ax, profile in zip(axes.flat, profiles):
+        for s in (s for s in submissions if s["suite"]["noise"] == profile):
+            curves, steps = s["curves"], s["curves"]["step"]
+            for key, style in (("true_score", "-"), ("reward", "--")):
+                mean = pd.Series(curves[key]).rolling(5, min_periods=1).mean()
+                ax.plot(steps, mean, style, color=colour[s["agent"]], lw=1.2,
+                        label=s["agent"] if key == "true_score" else None)
+                if f"{key}_se" in curves:
+                    se = pd.Series(curves[f"{key}_se"]).rolling(5, min_periods=1).mean()
+                    ax.fill_between(steps, mean - se, mean + se, color=colour[s["agent"]], alpha=0.12, lw=0)
+        ax.set(xlabel="step", ylabel="score of the training batch", title=f"judge profile {profile}")
+        ax.tick_params(labelbottom=True, labelleft=True)
+    for ax in axes.flat[len(profiles):]:
+        ax.set_visible(False)
+    labels = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(labels.values(), labels.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95),
+               title="solid: true score\ndashed: judge's score", title_fontsize=7)
+    fig.suptitle("Over-optimisation: the judge's and the true score per step (mean over seeds, ±1 SE)")
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    return _png(fig)
 
 
 def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, Any]) -> str:
@@ -351,18 +456,33 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
     else:
         if note := provenance(submissions):
             body.append(f"<p><strong>{html.escape(note)}</strong></p>")
+        figures = plots(frame, submissions)
+        figure = lambda key: f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{figures.pop(key)}"></figure>'  # noqa: E731
+        verdicts = win_tie_loss(frame)
+        if not verdicts.empty:
+            body.append(f"<h2>Where each method wins, ties or loses against {BASELINE}</h2>"
+                        f"<p>Per judge profile: win / loss when the macro true score is at least {SEPARATION:g} SEs of the "
+                        f"difference above / below {BASELINE}'s under the same judge, tie within; in brackets the "
+                        "difference in SEs.</p>" + verdicts.to_html(index=False, escape=True, classes="board", border=0))
+        if "robustness" in figures:
+            body.append(figure("robustness"))
         profiles = sorted(set(frame["noise"]), key=noise_order)
         for profile in profiles:
             body.append(f"<h2>Judge profile <code>{html.escape(profile)}</code></h2>")
             body.append(_display(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
-        for key, png in plots(frame, submissions).items():
-            body.append(f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{png}"></figure>')
+        body += [figure(key) for key in list(figures)]
+        body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
+                                                      for k, v in COLUMNS.items()) + "</dl>")
+        if protocols := protocols_of(submissions):
+            body.append("<h2>Protocol</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in protocols) + "</ul>")
+        body.append("<h2>Provenance</h2>" + entry_provenance(submissions).to_html(index=False, escape=True, classes="board",
+                                                                                 border=0))
     if rejected:
         body.append("<h2>Rejected files</h2><ul>" + "".join(
             f"<li><code>{html.escape(f)}</code>: {html.escape(r)}</li>" for f, r in rejected) + "</ul>")
     style = ("body{font-family:sans-serif;margin:2em}table.board{border-collapse:collapse;font-size:13px}"
              "table.board td,table.board th{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right}"
-             "img{max-width:100%}")
+             "img{max-width:100%}dt{font-weight:bold}dd{margin:0 0 .5em 1.5em}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>setgrpo_bench leaderboard</title>"
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
 

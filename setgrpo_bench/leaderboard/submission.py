@@ -16,6 +16,7 @@ import numpy as np
 from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
+from ..harness.overoptimisation import curves, overoptimisation
 from ..harness.pooled import pool_seeds
 from ..harness.rundir import MANIFEST, RunDirError, read_json, read_metrics
 from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
@@ -25,7 +26,9 @@ from ..policy.files import policy_fingerprint
 from .aggregate import aggregate_seeds
 from .provenance import entry_problems, run_problems
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+OVEROPTIMISATION_BLOCK = 20
+"""Steps per block of the over-optimisation statistics (the batch's scores are noisy step by step)."""
 SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
 
 
@@ -88,8 +91,10 @@ def _git_hash() -> str:
     return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
-def make_submission(runs: Sequence[Path], *, name: str | None = None, command: str | None = None) -> dict[str, Any]:
-    """Aggregate the runs of one agent (same config but the seed, distinct seeds) into a submission."""
+def make_submission(runs: Sequence[Path], *, name: str | None = None, command: str | None = None,
+                    schema_version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """Aggregate the runs of one agent (same config but the seed, distinct seeds) into a submission of
+    ``schema_version`` (an older one rebuilds an entry as it was published: fields it lacked stay out)."""
     read = [(folder, *_read_run(folder)) for folder in runs]
     if not read:
         raise SubmissionError("no runs given")
@@ -150,8 +155,17 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         raise SubmissionError("the runs were made with different versions of a plugin: " + ", ".join(str(f) for f, *_ in read))
     if plugins[0]:  # the installed packages whose method this is: name, version, source hash
         submission["plugins"] = plugins[0]
-    if len(updates) == len(read):  # what the optimiser did, averaged over seeds (runs that logged it)
-        submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
+    if submission["schema_version"] >= 3 and schema_version >= 4:
+        submission["schema_version"] = 4
+        judge, true = curves([folder for folder, *_ in read])
+        per_step_se = lambda v: (v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1])).tolist()  # noqa: E731
+        submission["curves"].update({"true_score_se": per_step_se(true), "reward_se": per_step_se(judge)})
+        block = OVEROPTIMISATION_BLOCK if steps >= 3 * OVEROPTIMISATION_BLOCK else max(1, steps // 3)
+        stats = overoptimisation(judge, true, block=block)
+        submission["overoptimisation"] = {k: stats[k] for k in (
+            "block", "true_peak", "true_end", "drop", "drop_se", "judge_gain", "judge_minus_true_end")}
+        if len(updates) == len(read):  # what the optimiser did, averaged over seeds (runs that logged it)
+            submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
     if config.get("protocol"):
         protocol = load_protocol(config["protocol"])
         submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}

@@ -25,7 +25,8 @@ def entry_runs(submission: dict[str, Any], runs_root: str | Path) -> list[Path]:
 def rebuild_entry(submission: dict[str, Any], runs_root: str | Path) -> dict[str, Any]:
     """The entry its runs under ``runs_root`` give today (same name and command; date and git hash of
     now): every aggregate is re-derived from the runs' files."""
-    return make_submission(entry_runs(submission, runs_root), name=submission["name"], command=submission.get("command"))
+    return make_submission(entry_runs(submission, runs_root), name=submission["name"], command=submission.get("command"),
+                           schema_version=submission["schema_version"])
 
 
 def entry_differences(shipped: Any, rebuilt: Any, prefix: str = "", *, rel: float = 1e-9) -> list[str]:
