@@ -311,6 +311,27 @@ def test_diagnostic_curves_on_exchangeable_groups():
     assert low < 0.25 < high and clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
 
 
+def test_the_gate_comparison_reports_what_each_setting_does_on_the_same_groups():
+    """``diagnose --compare``: on the same groups, a larger set level accepts more groups and keeps more of
+    the true-score progress; executing â keeps all of it for the groups it accepts; a window larger than
+    the sample is refused by name."""
+    from setgrpo_bench.harness.diagnose import compare_settings
+
+    samples = _synthetic_samples(np.random.default_rng(1), 200, noise=3.0)  # a judge that errs: wide sets
+    base = resolve_config("setgrpo-literal").setgrpo
+    variants = {"literal": dataclasses.replace(base, window=64),
+                "grid": dataclasses.replace(base, window=64, alpha_a_grid="0.5,0.9", gate_start=0.5),
+                "grid, â": dataclasses.replace(base, window=64, alpha_a_grid="0.5,0.9", gate_start=0.5, execute="original")}
+    rows = {r["variant"]: r for r in compare_settings(samples, variants, repeats=20, seed=0)}
+    assert rows["literal"]["alpha_a"] == 0.5 and 0.5 <= rows["grid"]["alpha_a"] <= 0.9
+    assert rows["grid"]["acceptance"] >= rows["literal"]["acceptance"]
+    assert rows["grid"]["retained_alignment"] > rows["literal"]["retained_alignment"]
+    assert rows["grid, â"]["retained_alignment"] >= rows["grid"]["retained_alignment"]
+    assert all(0 <= r["stalled"] <= 1 and r["reversal_ref"] <= 0.2 for r in rows.values())
+    with pytest.raises(ConfigError, match="more than the window"):
+        compare_settings(samples[:60], {"literal": dataclasses.replace(base, window=64)}, repeats=1, seed=0)
+
+
 def test_diagnose_cli_writes_json_and_plot(small_policy, tmp_path, capsys):
     from setgrpo_bench.cli import main
 
