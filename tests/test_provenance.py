@@ -185,9 +185,21 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
     [written] = publish([runs], board)
     shutil.copytree(tmp_path / "runs", board / "runs")
     entry = json.loads(written.read_text())
-    assert entry["schema_version"] == 4 and set(entry["overoptimisation"]) >= {"drop", "drop_se"} and len(entry["curves"]["true_score_se"]) == 3 and [r["seed"] for r in entry["runs"]] == [0, 1]
+    assert entry["schema_version"] == 4 and [r["seed"] for r in entry["runs"]] == [0, 1]
+    assert set(entry["overoptimisation"]) >= {"drop", "drop_se"} and len(entry["curves"]["true_score_se"]) == 3
     frame, rejected = build_board(board)
     assert rejected == [] and frame["verified"].tolist() == [True]
+    # a board keeps its runs' records without their weights; weights it does keep must be the run's
+    [run] = [p.parent for p in (board / "runs").rglob("manifest.json") if p.parent.name == "seed1"]
+    listed = [n for n in json.loads((run / "manifest.json").read_text())["files"] if n.startswith("checkpoints/")]
+    assert listed  # the run's manifest lists its final weights
+    for weights in list((board / "runs").rglob("checkpoints")):
+        shutil.rmtree(weights)
+    assert build_board(board)[1] == []
+    (run / listed[0]).parent.mkdir(parents=True)
+    (run / listed[0]).write_bytes(b"other weights")
+    assert "model.safetensors differs from the run's manifest" in dict(build_board(board)[1])[written.name]
+    shutil.rmtree(run / "checkpoints")
 
     edited = json.loads(written.read_text())  # an entry edited to 0.700, every number consistent
     scale = 0.7 / edited["macro"]["true_score"]

@@ -376,8 +376,9 @@ def checksum_problems(folder: Path) -> list[str]:
     return [f"{folder / name} does not match its checksum" for name in _differing(folder, read_json(listed))]
 
 
-def manifest_problems(root: Path) -> list[str]:
-    """Files of a finished run that differ from its manifest (empty when all match)."""
+def manifest_problems(root: Path, *, weights_kept: bool = True) -> list[str]:
+    """Files of a finished run that differ from its manifest (empty when all match). With
+    ``weights_kept`` False (a board's copy of the run) the weights may be absent; present, they must match."""
     path = root / MANIFEST
     if not path.is_file():
         return [f"{path} is missing (the run did not finish under this version, or the file was removed)"]
@@ -385,6 +386,8 @@ def manifest_problems(root: Path) -> list[str]:
         files = read_json(path)["files"]
     except (RunDirError, KeyError, TypeError):
         return [f"{path} is damaged"]
+    if not weights_kept:  # a board keeps its runs' records without their weights (megabytes per run)
+        files = {n: d for n, d in files.items() if not n.startswith(f"{CHECKPOINTS}/") or (root / n).is_file()}
     return [f"{root / name} differs from the run's manifest (edited after the run?)" for name in _differing(root, files)]
 
 

@@ -57,7 +57,7 @@ def verify_entry(submission: dict[str, Any], runs_root: str | Path) -> list[str]
         on_disk = read_json(folder / "manifest.json") if (folder / "manifest.json").is_file() else None
         if on_disk != record["manifest"]:
             problems.append(f"seed {record['seed']}: its run's manifest is not the one the entry records")
-        problems += manifest_problems(folder)
+        problems += manifest_problems(folder, weights_kept=False)  # a board keeps its runs' records, not their weights
     try:
         rebuilt = finite_json(rebuild_entry(submission, runs_root))
     except SubmissionError as exc:
