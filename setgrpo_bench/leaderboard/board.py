@@ -365,26 +365,41 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     calibrated = sorted((s for s in submissions if s["diagnostics"].get("coverage_ref") is not None),
                         key=lambda s: (noise_order(s["suite"]["noise"]), s["agent"]))
     fig, (left, right) = plt.subplots(2, 1, figsize=(max(7.0, 0.55 * len(calibrated) + 3), 7), sharex=True)
+    labelled: set[str] = set()
+
+    def once(label: str) -> str | None:
+        """A legend label the first time it is drawn, none after."""
+        fresh = label not in labelled
+        labelled.add(label)
+        return label if fresh else None
+
     for k, s in enumerate(calibrated):  # one column per (agent, profile); its nominal level as a short bar
         d = s["diagnostics"]
-        for ax, nominal, rates in ((left, 1 - s["config"]["alpha_a"], ("coverage_ref", "coverage_true")),
+        levels = [float(x) for x in str(s["config"].get("alpha_a_grid") or "").split(",") if x.strip()]
+        if levels:  # α_a chosen per step inside the risk test: the levels it chooses from, dotted
+            left.hlines([1 - a for a in levels], k - 0.4, k + 0.4, colors="grey", linestyles=":", lw=1,
+                        label=once("1 − α_a it may choose"))
+        for ax, nominal, rates in ((left, None if levels else 1 - s["config"]["alpha_a"], ("coverage_ref", "coverage_true")),
                                    (right, s["config"]["alpha"], ("reversal_ref", "reversal_true"))):
-            ax.hlines(nominal, k - 0.4, k + 0.4, colors="k", linestyles="--", lw=1,
-                      label="nominal (1 − α_a, α)" if k == 0 else None)
+            if nominal is not None:
+                ax.hlines(nominal, k - 0.4, k + 0.4, colors="k", linestyles="--", lw=1,
+                          label=once("nominal (1 − α_a, α)"))
             for rate, marker, shift, seen in ((rates[0], "o", -0.12, "w.r.t. reference"), (rates[1], "x", 0.12, "w.r.t. true score")):
                 value, low, high = d.get(rate), d.get(f"{rate}_low"), d.get(f"{rate}_high")
                 if value is None:
                     continue
                 bars = None if low is None else [[value - low], [high - value]]  # Clopper–Pearson 95% (schema 2)
                 ax.errorbar([k + shift], [value], yerr=bars, fmt=marker, color="C0" if marker == "o" else "C3",
-                            capsize=2, label=seen if k == 0 else None)
+                            capsize=2, label=once(seen))
     left.set(ylabel="coverage of C", title="Coverage of C (pooled over seeds, 95% Clopper–Pearson)", ylim=(0, 1))
     right.set(ylabel="reversal rate of accepted groups",
               title="Reversal risk of accepted groups (pooled, 95% Clopper–Pearson)", ylim=(0, 0.5))
     right.set_xticks(range(len(calibrated)), [f"{s['agent']} ({s['suite']['noise']})" for s in calibrated],
                      rotation=40, ha="right", fontsize=7)
     if calibrated:  # one legend for both panels: the same markers
-        left.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        handles = [h for ax in (left, right) for h in zip(*ax.get_legend_handles_labels())]
+        left.legend([h for h, _ in handles], [label for _, label in handles], fontsize=7, loc="upper left",
+                    bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out["calibration"] = _png(fig)
     if len(profiles) > 1:
