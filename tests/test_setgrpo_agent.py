@@ -493,9 +493,9 @@ def test_the_agent_remembers_window_decisions_without_changing_its_calibration()
                                               start=0.5, execute=p.execute)
 
     assert agent.calibration() == fresh() == agent.calibration()
-    assert agent._decisions
+    assert len(agent._decide)
     for seed in range(3):  # new audits push old groups out of the window
         harness.step(agent, _groups(np.random.default_rng(seed).uniform(size=(60, 6))))
         assert agent.calibration() == fresh()
     alive = {id(g.gram) for _, g in agent.window}
-    assert all(key[0] in alive for key in agent._decisions)
+    assert all(key[0] in alive for key in agent._decide._seen)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,22 +42,7 @@ class SetGRPOAgent(Agent):
         self.warmup_groups = params.warmup_groups
         self.window: deque[tuple[int, sm.AuditedGroup]] = deque(maxlen=params.window)  # (fold, group)
         self.audits = 0
-        self._decisions: dict[tuple[int, bytes], tuple[np.ndarray, sm.GroupDecision]] = {}
-
-    def _decide(self, gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> sm.GroupDecision:
-        """``decide_group`` of a window group, remembered: the window changes by a few groups a step and q
-        often keeps its value, so most calibration groups would be decided again at the same radii."""
-        key = (id(gram), rho.tobytes())
-        hit = self._decisions.get(key)
-        if hit is not None and hit[0] is gram:
-            return hit[1]
-        decision = sm.decide_group(gram, a_hat, rho, recovery=recovery)
-        self._decisions[key] = (gram, decision)
-        return decision
-
-    def _forget_left_groups(self) -> None:
-        alive = {id(g.gram) for _, g in self.window}
-        self._decisions = {k: v for k, v in self._decisions.items() if k[0] in alive}
+        self._decide = sm.RememberedDecisions()  # window groups are decided again at recurring radii
 
     # ---------------------------------------------------------------- calibration
     def fold(self, k: int) -> list[sm.AuditedGroup]:
@@ -65,36 +51,16 @@ class SetGRPOAgent(Agent):
 
     def quantile(self, alpha_a: float) -> float:
         """q from D1 at set level α_a (module a), or the fixed q of the ``no-calib`` ablation."""
-        p = self.params
-        if not p.calibrate:
-            return p.fixed_q
-        scores = [sm.conformal_score(g.a_hat, g.a_ref, g.sigma) for g in self.fold(0)]
-        return sm.conformal_quantile(np.array(scores), alpha_a, delta_a=p.delta_a or None)
+        return quantile(self.params, self.fold(0), alpha_a)
 
     def threshold(self, q: float) -> float:
         """τ̂ (module c): −∞ without the gate, ∞ (accept nothing) while C is unbounded."""
-        p = self.params
-        if not p.gate:
-            return -math.inf
-        if not math.isfinite(q):
-            return math.inf
-        return sm.calibrate_threshold(self.fold(0), self.fold(1), q, alpha=p.alpha, delta=p.delta,
-                                      levels=sm.acceptance_levels(p.grid_start, p.grid_step), recovery=p.recovery,
-                                      decide=self._decide, start=p.gate_start, execute=p.execute)
+        return threshold(self.params, self.fold(0), self.fold(1), q, decide=self._decide)
 
     def calibration(self) -> sm.Calibration:
-        """(α_a, q, τ̂) for this step: chosen jointly inside the risk test over ``alpha_a_grid``, or at
-        the fixed α_a (also whenever there is no risk test or no calibration to choose by)."""
-        p = self.params
-        self._forget_left_groups()
-        grid = parse_levels(p.alpha_a_grid)
-        if grid and p.calibrate and p.gate:
-            return sm.calibrate_set_and_threshold(
-                self.fold(0), self.fold(1), grid, alpha=p.alpha, delta=p.delta,
-                levels=sm.acceptance_levels(p.grid_start, p.grid_step), delta_a=p.delta_a or None,
-                recovery=p.recovery, decide=self._decide, start=p.gate_start, execute=p.execute)
-        q = self.quantile(p.alpha_a)
-        return sm.Calibration(p.alpha_a, q, self.threshold(q), -1)
+        """(α_a, q, τ̂) for this step from the window (``calibrate``)."""
+        self._decide.keep([g.gram for _, g in self.window])
+        return calibrate(self.params, self.fold(0), self.fold(1), decide=self._decide)
 
     # ---------------------------------------------------------------- per group
     def observe(self, groups: Groups, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -196,3 +162,38 @@ class SetGRPOAgent(Agent):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window = deque(state["window"], maxlen=self.params.window)
         self.audits = int(state["audits"])
+
+
+# ---------------------------------------------------------------- calibration from D1 and D2
+def quantile(p: SetGRPOSettings, d1: Sequence[sm.AuditedGroup], alpha_a: float) -> float:
+    """q from D1 at set level α_a (module a), or the fixed q of the ``no-calib`` ablation."""
+    if not p.calibrate:
+        return p.fixed_q
+    scores = [sm.conformal_score(g.a_hat, g.a_ref, g.sigma) for g in d1]
+    return sm.conformal_quantile(np.array(scores), alpha_a, delta_a=p.delta_a or None)
+
+
+def threshold(p: SetGRPOSettings, d1: Sequence[sm.AuditedGroup], d2: Sequence[sm.AuditedGroup], q: float, *,
+              decide: sm.GroupDecider = sm.decide_group) -> float:
+    """τ̂ (module c): −∞ without the gate, ∞ (accept nothing) while C is unbounded."""
+    if not p.gate:
+        return -math.inf
+    if not math.isfinite(q):
+        return math.inf
+    return sm.calibrate_threshold(d1, d2, q, alpha=p.alpha, delta=p.delta,
+                                  levels=sm.acceptance_levels(p.grid_start, p.grid_step), recovery=p.recovery,
+                                  decide=decide, start=p.gate_start, execute=p.execute)
+
+
+def calibrate(p: SetGRPOSettings, d1: Sequence[sm.AuditedGroup], d2: Sequence[sm.AuditedGroup], *,
+              decide: sm.GroupDecider = sm.decide_group) -> sm.Calibration:
+    """(α_a, q, τ̂) from calibration folds D1 and D2: chosen jointly inside the risk test over
+    ``alpha_a_grid``, or at the fixed α_a (also whenever there is no risk test or no calibration to
+    choose by). The agent calibrates on its window; ``diagnose --compare`` on random splits."""
+    grid = parse_levels(p.alpha_a_grid)
+    if grid and p.calibrate and p.gate:
+        return sm.calibrate_set_and_threshold(
+            d1, d2, grid, alpha=p.alpha, delta=p.delta, levels=sm.acceptance_levels(p.grid_start, p.grid_step),
+            delta_a=p.delta_a or None, recovery=p.recovery, decide=decide, start=p.gate_start, execute=p.execute)
+    q = quantile(p, d1, p.alpha_a)
+    return sm.Calibration(p.alpha_a, q, threshold(p, d1, d2, q, decide=decide), -1)

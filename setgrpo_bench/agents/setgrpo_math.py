@@ -354,6 +354,33 @@ class AuditedGroup:
 
 
 GroupDecider = Callable[..., GroupDecision]
+
+
+class RememberedDecisions:
+    """``decide_group`` with memory, a ``GroupDecider``: calibration decides the same groups again and
+    again at radii that recur (q is an order statistic of a window that changes by a few groups a step,
+    and repeated splits reuse groups). Keyed by the group's Gram matrix object and the radii; ``keep``
+    forgets the groups that left."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, bytes, bool], tuple[np.ndarray, GroupDecision]] = {}
+
+    def __call__(self, gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> GroupDecision:
+        key = (id(gram), rho.tobytes(), recovery)
+        hit = self._seen.get(key)
+        if hit is not None and hit[0] is gram:  # the same object, not a new one at a reused address
+            return hit[1]
+        decision = decide_group(gram, a_hat, rho, recovery=recovery)
+        self._seen[key] = (gram, decision)
+        return decision
+
+    def keep(self, grams: Sequence[np.ndarray]) -> None:
+        """Forget every group but these."""
+        alive = {id(g) for g in grams}
+        self._seen = {k: v for k, v in self._seen.items() if k[0] in alive}
+
+    def __len__(self) -> int:
+        return len(self._seen)
 def executed(decision: GroupDecision, a_hat: np.ndarray, execute: str) -> np.ndarray:
     """The coefficients an accepted group trains on: c(λ*) (``recovered``) or â itself (``original``,
     λ* then only gates)."""

@@ -11,6 +11,7 @@ LTT failure rate; Clopper–Pearson bars are those of one split's held-out count
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from rich.table import Table  # noqa: E402
 from ..agents import setgrpo_math as sm  # noqa: E402
 from ..agents.build import build_agent  # noqa: E402
 from ..agents.coefficients import group_coefficients  # noqa: E402
-from ..agents.config import SetGRPOSettings, TrainConfig, parse_levels  # noqa: E402
+from ..agents.config import SetGRPOSettings, TrainConfig  # noqa: E402
+from ..agents.setgrpo import calibrate  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
 from ..policy import load_policy  # noqa: E402
 from .allocator import keep_freed_memory  # noqa: E402
@@ -118,13 +120,7 @@ def risk_curve(samples: Sequence[GroupSample], alphas: Sequence[float], *, alpha
     rng = np.random.default_rng(seed)
     n = len(samples)
     rows = []
-    cache: dict[tuple[int, bytes], sm.GroupDecision] = {}  # q is an order statistic: its values repeat
-
-    def decide(gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> sm.GroupDecision:
-        key = (id(gram), rho.tobytes())
-        if key not in cache:
-            cache[key] = sm.decide_group(gram, a_hat, rho, recovery=recovery)
-        return cache[key]
+    decide = sm.RememberedDecisions()  # q is an order statistic: its values repeat across splits
 
     for alpha in alphas:
         risk_ref, risk_true, accepted, violations = [], [], [], 0
@@ -161,36 +157,18 @@ def compare_settings(samples: Sequence[GroupSample], variants: Mapping[str, SetG
     rates of accepted groups w.r.t. the reference and the true score, and the retained alignment with
     the true-score update, Σ_accepted cᵀK a_true / Σ_all âᵀK a_true (GRPO's own is 1)."""
     rng = np.random.default_rng(seed)
-    cache: dict[tuple[int, bytes, bool], sm.GroupDecision] = {}
-
-    def decide(gram: np.ndarray, a_hat: np.ndarray, rho: np.ndarray, *, recovery: bool) -> sm.GroupDecision:
-        key = (id(gram), rho.tobytes(), recovery)
-        if key not in cache:
-            cache[key] = sm.decide_group(gram, a_hat, rho, recovery=recovery)
-        return cache[key]
-
+    decide = sm.RememberedDecisions()
     rows = []
     for name, s in variants.items():
         half = s.window // 2
         if 2 * half >= len(samples):
             raise ConfigError("groups", len(samples), f"more than the window of {name!r} ({2 * half} groups)",
                               "Sample more groups (--groups).")
-        grid = parse_levels(s.alpha_a_grid) if s.calibrate and s.gate else ()
-        levels = sm.acceptance_levels(s.grid_start, s.grid_step)
         stalls, accepted, chosen, reversed_ref, reversed_true, kept_total, retained, grpo = 0, [], [], 0, 0, 0, 0.0, 0.0
         for _ in range(repeats):
             order = rng.permutation(len(samples))
             d1, d2, test = ([samples[i] for i in part] for part in (order[:half], order[half : 2 * half], order[2 * half :]))
-            if grid:
-                cal = sm.calibrate_set_and_threshold(d1, d2, grid, alpha=s.alpha, delta=s.delta, levels=levels,
-                                                     delta_a=s.delta_a or None, recovery=s.recovery, decide=decide,
-                                                     start=s.gate_start, execute=s.execute)
-                alpha_a, q, tau = cal.alpha_a, cal.q, cal.tau
-            else:
-                alpha_a, q = s.alpha_a, _quantile(d1, s.alpha_a, s.delta_a)
-                tau = -math.inf if not s.gate else math.inf if not math.isfinite(q) else sm.calibrate_threshold(
-                    d1, d2, q, alpha=s.alpha, delta=s.delta, levels=levels, recovery=s.recovery, decide=decide,
-                    start=s.gate_start, execute=s.execute)
+            alpha_a, q, tau, _ = dataclasses.astuple(calibrate(s, d1, d2, decide=decide))
             stalls += math.isinf(tau) and tau > 0
             chosen.append(alpha_a)
             kept = [(sm.executed(d, g.a_hat, s.execute), g) for g in test

@@ -86,6 +86,7 @@ class SetGRPOTrainer(GRPOTrainer):
         self.reference_reward = reference_reward
         self.audit_rng = np.random.default_rng(self.args.seed)
         self.last_decision = None  # the latest batch's (groups, grams, audits, decision), for inspection
+        self.geometry: GradientGeometry | None = None
 
     # ---------------------------------------------------------------- TRL hooks
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001, ANN202
@@ -125,10 +126,11 @@ class SetGRPOTrainer(GRPOTrainer):
         groups = self.groups(output, rewards[:, 0].cpu().numpy(), completions)
         warmup = len(self.agent.window) == 0 and self.agent.warmup_groups > 0
         needs = self.agent.needs(groups, self.audit_rng, warmup=warmup)
-        geometry = GradientGeometry(self.accelerator.unwrap_model(self.model), self.agent.params.geometry,
-                                    temperature=self.args.temperature, loss_type=self.args.loss_type,
-                                    max_new_tokens=self.args.max_completion_length)
-        grams = geometry.grams(groups.rollout, {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}).grams
+        if self.geometry is None:  # built once: it resolves the parameters and hooks of the live model
+            self.geometry = GradientGeometry(self.accelerator.unwrap_model(self.model), self.agent.params.geometry,
+                                             temperature=self.args.temperature, loss_type=self.args.loss_type,
+                                             max_new_tokens=self.args.max_completion_length)
+        grams = self.geometry.grams(groups.rollout, {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}).grams
         audits = self.audit(needs.audits, inputs, prompts, completions, completion_ids)
         if warmup:
             self.agent.update(groups, grams, audits)
