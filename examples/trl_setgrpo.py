@@ -6,8 +6,9 @@ setgrpo_bench's held-out evaluation.
     python examples/trl_setgrpo.py --steps 20 --out runs/trl-setgrpo
     python -m setgrpo_bench evaluate --policy runs/trl-setgrpo/policy    # (the script does this too)
 
-On a GPU model the same script runs under accelerate (one process: SetGRPOTrainer refuses more), e.g.
-``accelerate launch --num_processes 1 examples/trl_setgrpo.py --model PATH --gpu``.
+On GPUs the same script runs under accelerate, data parallel (each process generates its share of the
+batch; SetGRPO's decision is taken on the whole batch, identically on every process), e.g.
+``accelerate launch --num_processes 4 examples/trl_setgrpo.py --model PATH --gpu``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def main() -> None:
         train_dataset=dataset, processing_class=tokenizer,
     )
     trainer.train()
+    if not trainer.accelerator.is_main_process:
+        return  # one process saves and evaluates
     trained = Path(args.out) / "policy"
-    model.save_pretrained(trained)
+    trainer.accelerator.unwrap_model(trainer.model).save_pretrained(trained)
     tokenizer.save_pretrained(trained)
     sys.exit(subprocess.call([sys.executable, "-m", "setgrpo_bench", "evaluate", "--policy", str(trained),
                               "--noise", args.noise, "--seed", str(args.seed), "--out", str(Path(args.out) / "eval")]))

@@ -1,5 +1,8 @@
 """The suite as a TRL reward: one real ``GRPOTrainer`` step on CPU, graded by our noisy judge."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -173,7 +176,7 @@ def test_setgrpo_trainer_decides_as_our_agent_does(small_policy, tmp_path):
     reference = copy.deepcopy(trainer.reference_reward)  # its grading stream as the trainer will use it
     advantages = trainer.setgrpo_advantages(output).numpy()
 
-    groups = trainer.groups(output, rewards[:, 0].numpy(), rollout.texts)
+    groups = trainer.groups(output, rewards[:, 0].numpy(), rollout.texts, trainer.reward_funcs[0].last_spreads)
     assert np.array_equal(groups.rewards.reshape(-1), rewards[:, 0].numpy(), equal_nan=True)
     needs = mine.needs(groups, rng)
     assert needs.audits
@@ -256,3 +259,43 @@ def test_setgrpo_trainer_saves_and_restores_its_window_with_trls_checkpoints(sma
     kept = saved["window"][new:] if new else saved["window"]
     for (fold, group), (fold2, group2) in zip(kept, state["window"]):
         assert fold == fold2 and np.array_equal(group.gram, group2.gram) and np.array_equal(group.a_ref, group2.a_ref)
+
+
+def test_setgrpo_trainer_decides_once_for_all_data_parallel_processes(small_policy, tmp_path):
+    """Two processes (torchrun, gloo), a group straddling them: both hold the same K, audits, decision and
+    window; K of the groups each process owns equals K computed in one process over the gathered batch;
+    the gathered rows keep TRL's order (each group one task); and each process trains on its own slice of
+    the coefficients."""
+    import socket
+    import subprocess
+    import sys
+
+    import torch
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).parent / "distributed" / "setgrpo_two_processes.py"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+                           "127.0.0.1", "--master_port", str(port), str(script), small_policy, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert [r["processes"] for r in ranks] == [2, 2]
+    (first,), (second,) = (r["records"] for r in ranks)
+    for key in ("accepted", "coefficients", "rewards"):
+        assert np.array_equal(first[key], second[key]), key
+    assert first["texts"] == second["texts"] and first["task_ids"] == second["task_ids"]
+    assert all(len(set(first["task_ids"][b * 4 : (b + 1) * 4])) == 1 for b in range(3))  # groups intact
+    assert first["grams"].keys() == second["grams"].keys() and {0, 1} <= set(first["grams"])  # both processes own one
+    for b, gram in first["grams"].items():
+        assert np.array_equal(gram, second["grams"][b])
+        np.testing.assert_allclose(gram, first["single_grams"][b], rtol=1e-5, atol=1e-6 * np.abs(gram).max())
+    assert first["audits"].keys() == second["audits"].keys() and first["audits"]
+    assert all(np.array_equal(first["audits"][b], second["audits"][b], equal_nan=True) for b in first["audits"])
+    executed = np.where(first["accepted"], first["coefficients"], 0.0).reshape(-1).astype(np.float32)
+    assert first["accepted"].any() and np.array_equal(np.concatenate([first["advantages"], second["advantages"]]), executed)
+    windows = [r["window"]["window"] for r in ranks]
+    assert len(windows[0]) == len(windows[1]) > 0
+    assert all(np.array_equal(g.gram, h.gram) and np.array_equal(g.a_ref, h.a_ref, equal_nan=True)
+               for (_, g), (_, h) in zip(*windows))

@@ -14,6 +14,7 @@ the reward.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,7 +52,8 @@ class RubricReward:
 
     ``envs`` names the benchmarks (or give ``RubricEnv`` objects, e.g. with an LLM judge); grading
     noise comes from one stream per benchmark of run ``seed``, so the same completions and seed give
-    the same scores as our own grading does.
+    the same scores as our own grading does (process 0 of a distributed run; process r > 0 grades on
+    streams of its own).
     """
 
     __name__ = "rubric_judge"  # the name TRL logs the reward under
@@ -62,7 +64,8 @@ class RubricReward:
             self.envs = {e.benchmark.name: e for e in envs}
         else:
             self.envs = {n: RubricEnv(n, noise=noise) for n in _names(envs)}
-        self.rngs = {n: generator(seed, "grading", name_key(n)) for n in self.envs}
+        rank = int(os.environ.get("RANK", "0"))  # under torchrun/accelerate each process grades its own stream
+        self.rngs = {n: generator(seed, "grading", name_key(n), *([rank] if rank else [])) for n in self.envs}
         self.true_scores: list[float] = []  # for the harness: what the rewards were worth
         self.last_spreads: list[float] = []  # the judge's own sd of each score of the last call (SetGRPO's σ)
 

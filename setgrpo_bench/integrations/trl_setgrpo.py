@@ -18,7 +18,13 @@ training batch only calibrates (every non-constant group audited, nothing traine
 trainer's warm-up does. TRL's loss then averages over every completion of the batch, rejected ones as
 zeros (our ``--normalise-over batch``).
 
-Single process: the groups of a generation batch must all be on this process (a check refuses more).
+Distributed data parallel (accelerate, several GPUs or nodes): TRL hands each process its slice of the
+generation batch, and a group may straddle two processes. Every process gathers the batch (token ids,
+texts, dataset columns, the judge's spreads; TRL has gathered the rewards), computes K and the audits of
+the groups it owns (group b on process b mod N, on its own replica of the policy), and gathers those;
+every process then holds the same groups, K, audits and window and decides the same, and keeps the
+coefficients of its own slice. Sharded parameters (FSDP, DeepSpeed ZeRO-3) are refused: each process's
+geometry runs its own forward passes, which a sharded model cannot do alone.
 """
 
 from __future__ import annotations
@@ -26,12 +32,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 import trl
+from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
@@ -81,6 +88,9 @@ class SetGRPOTrainer(GRPOTrainer):
             raise ConfigError("args", type(self.args).__name__, "a SetGRPOConfig")
         if self.args.loss_type not in ("grpo", "dr_grpo", "dapo"):
             raise ConfigError("loss_type", self.args.loss_type, "'grpo', 'dr_grpo' or 'dapo' (the losses K knows)")
+        if self.accelerator.num_processes > 1 and self.sharded:
+            raise ConfigError("distributed setup", "FSDP or DeepSpeed ZeRO-3",
+                              "data parallel (DDP, DeepSpeed ZeRO-1/2): K needs whole per-process replicas of the policy")
         settings = build_settings(SetGRPOSettings, {name: getattr(self.args, RENAMED.get(name, name)) for name in SETTINGS})
         self.agent = SetGRPOAgent(settings, std_floor=self.args.std_floor)
         self.reference_reward = reference_reward
@@ -98,8 +108,6 @@ class SetGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output  # evaluation keeps TRL's advantages
-        if self.accelerator.num_processes > 1:
-            raise ConfigError("num_processes", self.accelerator.num_processes, "1 (SetGRPOTrainer runs in one process)")
         advantages = self.setgrpo_advantages(output)
         output["advantages"] = advantages.to(output["advantages"].device, output["advantages"].dtype)
         return output
@@ -120,39 +128,73 @@ class SetGRPOTrainer(GRPOTrainer):
             self.audit_rng.bit_generator.state = state["audit_rng"]
 
     # ---------------------------------------------------------------- SetGRPO
+    @property
+    def sharded(self) -> bool:
+        """Whether the policy's parameters are split over processes (FSDP, DeepSpeed ZeRO-3)."""
+        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
+        return bool(self.is_fsdp_enabled or (self.is_deepspeed_enabled and plugin is not None and plugin.zero_stage == 3))
+
     def setgrpo_advantages(self, output: dict[str, Any]) -> torch.Tensor:
-        """SetGRPO's coefficients of the batch just scored (zero where rejected), one per completion."""
-        inputs, prompts, completions, completion_ids, rewards = self._scored
-        groups = self.groups(output, rewards[:, 0].cpu().numpy(), completions)
+        """SetGRPO's coefficients of this process's completions of the batch just scored (zero where
+        rejected): decided on the whole generation batch, identically on every process."""
+        tensors, inputs, prompts, completions, completion_ids, spreads = self.generation_batch(output)
+        rewards = self._scored[4]
+        groups = self.groups(tensors, rewards[:, 0].cpu().numpy(), completions, spreads)
         warmup = len(self.agent.window) == 0 and self.agent.warmup_groups > 0
         needs = self.agent.needs(groups, self.audit_rng, warmup=warmup)
         if self.geometry is None:  # built once: it resolves the parameters and hooks of the live model
             self.geometry = GradientGeometry(self.accelerator.unwrap_model(self.model), self.agent.params.geometry,
                                              temperature=self.args.temperature, loss_type=self.args.loss_type,
                                              max_new_tokens=self.args.max_completion_length)
-        grams = self.geometry.grams(groups.rollout, {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}).grams
-        audits = self.audit(needs.audits, inputs, prompts, completions, completion_ids)
+        grams = self.shared(needs.grams, lambda mine: self.geometry.grams(
+            groups.rollout, {b: groups.rows(b)[needs.grams[b]] for b in mine}).grams)
+        audits = self.shared(needs.audits, lambda mine: self.audit(mine, inputs, prompts, completions, completion_ids))
         if warmup:
             self.agent.update(groups, grams, audits)
             self._log({"warmup_groups": float(len(audits))})
-            return torch.zeros(len(completions))
+            return torch.zeros(len(self._scored[1]))
         decision = self.agent.decide(groups, grams, audits)
         self.agent.update(groups, grams, audits)
         self.last_decision = (groups, grams, audits, decision)
         self._log({k: decision.stats[k] for k in LOGGED if k in decision.stats})
         coefficients = np.where(decision.accepted, decision.coefficients, 0.0).reshape(-1)
-        return torch.tensor(coefficients, dtype=torch.float32)
+        local = len(self._scored[1])  # TRL's process slice: this process's rows of the generation batch
+        start = self.accelerator.process_index * local
+        return torch.tensor(coefficients[start : start + local], dtype=torch.float32)
 
-    def groups(self, output: dict[str, Any], rewards: np.ndarray, completions: Sequence[Any]) -> Groups:
+    def generation_batch(self, output: dict[str, Any]) -> tuple[dict[str, torch.Tensor], list, list, list, list, list]:
+        """The whole generation batch, gathered from every process in TRL's order: token tensors (padded
+        to a common width), dataset rows, prompts, completions, completion ids and the judge's spreads."""
+        inputs, prompts, completions, completion_ids, _ = self._scored
+        spreads = list(getattr(self.reward_funcs[0], "last_spreads", None) or [0.0] * len(prompts))
+        tensors = {k: output[k] for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")}
+        if self.accelerator.num_processes == 1:
+            return tensors, inputs, prompts, completions, completion_ids, spreads
+        tensors = {k: self.accelerator.gather(self.accelerator.pad_across_processes(t, dim=1, pad_first=k.startswith("prompt")))
+                   for k, t in tensors.items()}  # prompts are left-padded, completions right-padded
+        return (tensors, *(gather_object(list(x)) for x in (inputs, prompts, completions, completion_ids, spreads)))
+
+    def shared(self, keys: Sequence[int] | Mapping[int, Any], compute: Callable[[list[int]], dict[int, Any]]) -> dict[int, Any]:
+        """``compute`` (group → result) of the groups ``keys``, each computed by the process that owns it
+        (group b on process b mod N) and gathered, in the order of ``keys``, on every process."""
+        n, rank = self.accelerator.num_processes, self.accelerator.process_index
+        part = compute([b for b in keys if b % n == rank])
+        if n == 1:
+            return part
+        merged = {b: value for piece in gather_object([part]) for b, value in piece.items()}
+        return {b: merged[b] for b in keys if b in merged}
+
+    def groups(self, tensors: dict[str, torch.Tensor], rewards: np.ndarray, completions: Sequence[Any],
+               spreads: Sequence[float]) -> Groups:
         """The batch as our agents see it: B groups of G completions, their scores and the judge's spreads."""
         G = self.num_generations
         if len(rewards) % G:
             raise ConfigError("generation batch", len(rewards), f"whole groups of num_generations = {G}")
-        spreads = np.asarray(getattr(self.reward_funcs[0], "last_spreads", None) or np.zeros(len(rewards)), float)
-        rollout = Rollout(output["prompt_ids"].cpu(), output["prompt_mask"].cpu(), output["completion_ids"].cpu(),
-                          output["completion_mask"].cpu(), torch.zeros(output["completion_ids"].shape),
+        rollout = Rollout(tensors["prompt_ids"].cpu(), tensors["prompt_mask"].cpu(), tensors["completion_ids"].cpu(),
+                          tensors["completion_mask"].cpu(), torch.zeros(tensors["completion_ids"].shape),
                           [str(c) for c in completions])
-        return Groups(rollout, [], [], rewards.reshape(-1, G), np.nan_to_num(spreads, nan=0.0).reshape(-1, G))
+        spreads = np.nan_to_num(np.asarray(spreads, float), nan=0.0)
+        return Groups(rollout, [], [], rewards.reshape(-1, G), spreads.reshape(-1, G))
 
     def audit(self, audited: Sequence[int], inputs: list[dict[str, Any]], prompts: list[Any], completions: list[Any],
               completion_ids: list[Any]) -> dict[int, np.ndarray]:
