@@ -232,6 +232,9 @@ def test_shipped_live_board_is_valid_and_up_to_date(tmp_path):
     assert {s["protocol"]["id"] for s in submissions} <= {load_protocol("board-v2").id}
     assert "[v1](v1/README.md)" in (copy / "README.md").read_text(encoding="utf-8")
     assert (copy / "README.md").read_text(encoding="utf-8") == (SHIPPED / "README.md").read_text(encoding="utf-8")
+    missing = missing_cells(frame, sorted(preset_paths()), load_protocol("board-v2"))
+    page = (copy / "README.md").read_text(encoding="utf-8")
+    assert (f"Not yet on the board ({len(missing)} cells): " + "; ".join(missing)) in page if missing else "Not yet" not in page
 
 
 @pytest.mark.parametrize("board", [SHIPPED, SHIPPED / "v1"], ids=["live", "v1"])

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import __version__  # noqa: E402
+from ..agents.presets import preset_paths  # noqa: E402
 from ..agents.protocol import Protocol, load_protocol  # noqa: E402
 from ..errors import SetgrpoBenchError  # noqa: E402
 from ..harness.rundir import write_text  # noqa: E402
@@ -80,6 +81,18 @@ def missing_cells(frame: pd.DataFrame, presets: Sequence[str], protocol: Protoco
     have = {(a, n): k for a, n, k in zip(frame["agent"], frame["noise"], frame["seeds"])} if not frame.empty else {}
     return [f"{a} under {n}: {have.get((a, n), 0)} of {k} seeds" for a, n, k in protocol.cells(presets)
             if have.get((a, n), 0) < k]
+
+
+def still_to_run(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> list[str]:
+    """The cells a live board still lacks under the protocol of its entries (this package's presets)."""
+    ids = {s["protocol"]["id"] for s in submissions if "protocol" in s}
+    if len(ids) != 1:
+        return []
+    try:
+        protocol = load_protocol(ids.pop())
+    except SetgrpoBenchError:
+        return []
+    return missing_cells(frame, sorted(preset_paths()), protocol)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -265,10 +278,10 @@ def entry_provenance(submissions: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
-             note: str | None = None, earlier: Sequence[str] = ()) -> str:
+             note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = ()) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
     opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
-    the column definitions, the protocol and each entry's provenance."""
+    the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]
@@ -290,6 +303,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
                   "- the domain columns: the mean true score of the domain's benchmarks", ""]
         if protocols := protocols_of(submissions):
             lines += ["## Protocol", "", *(f"- {p}" for p in protocols), ""]
+        if missing:
+            lines += [f"Not yet on the board ({len(missing)} cells): " + "; ".join(missing) + ".", ""]
         lines += ["## Provenance", "", *_markdown_table(entry_provenance(submissions))]
         if note := provenance(submissions):
             lines += ["", f"**{note}**"]
@@ -458,7 +473,7 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
 
 
 def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
-              note: str | None = None, earlier: Sequence[str] = ()) -> str:
+              note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = ()) -> str:
     """A self-contained page: the table and plots inline, no scripts, no network."""
     body = ["<h1>setgrpo_bench leaderboard</h1>"]
     if note:
@@ -490,6 +505,8 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
                                                       for k, v in COLUMNS.items()) + "</dl>")
         if protocols := protocols_of(submissions):
             body.append("<h2>Protocol</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in protocols) + "</ul>")
+        if missing:
+            body.append(f"<p id='missing'>Not yet on the board ({len(missing)} cells): {html.escape('; '.join(missing))}.</p>")
         body.append("<h2>Provenance</h2>" + entry_provenance(submissions).to_html(index=False, escape=True, classes="board",
                                                                                  border=0))
     if rejected:
@@ -509,7 +526,9 @@ def build_board(board: str | Path, runs: str | Path | None = None) -> tuple[pd.D
     submissions, rejected = load_board(board, runs)
     frame = board_frame(submissions)
     ordered = sorted(submissions, key=lambda s: list(frame["name"]).index(s["name"])) if submissions else []
-    context = {"note": archive_note(board), "earlier": [p.name for p in archived_boards(board)]}
+    note = archive_note(board)
+    context = {"note": note, "earlier": [p.name for p in archived_boards(board)],
+               "missing": [] if note else still_to_run(frame, submissions)}
     pages = {"README.md": markdown(frame, rejected, ordered, **context),
              "index.html": html_page(frame, rejected, ordered, **context)}
     for name, text in pages.items():  # both are complete before either file is replaced
