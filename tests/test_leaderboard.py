@@ -14,7 +14,7 @@ from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
-from setgrpo_bench.harness.rundir import finite_json
+from setgrpo_bench.harness.rundir import RECORDS, finite_json
 from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, load_board, make_submission, publish
 from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se
 from setgrpo_bench.leaderboard.board import missing_cells
@@ -74,6 +74,10 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
     assert written.parent == board / "results"
     readme = (board / "README.md").read_text()
     assert "| 1 | grpo |" in readme
+    kept = board / "runs" / json.loads(written.read_text())["suite"]["noise"] / "grpo"  # the records, not the weights
+    assert all(sorted(p.name for p in (kept / f"seed{seed}").iterdir()) == sorted(RECORDS) for seed in (0, 1))
+    assert all((kept / "seed1" / name).read_bytes() == (runs / "grpo" / "seed1" / name).read_bytes() for name in RECORDS)
+    assert "rebuilt from its runs" in readme  # the board verified the entry from the kept records
     with pytest.raises(SubmissionError, match="already on the board"):
         publish([runs], board)
     with pytest.raises(SubmissionError, match="already on the board .*same config, suite and seeds"):

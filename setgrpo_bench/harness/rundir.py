@@ -35,6 +35,8 @@ LATEST = "latest"
 LOCK = ".lock"
 CHECKSUMS = "checksums.json"
 WEIGHTS = "model.safetensors"
+RECORDS = (CONFIG, METRICS, EVAL_INITIAL, EVAL, TIMINGS, MANIFEST)
+"""A finished run's record files: what a board keeps of it to verify its entry (not the weights)."""
 
 
 class RunDirError(SetgrpoBenchError):
@@ -83,6 +85,15 @@ def write_text(path: Path, text: str) -> None:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise RunDirError(f"cannot write {path}: {_os_reason(exc)}") from None
+
+
+def copy_records(run: Path, destination: Path) -> None:
+    """Copy a run's record files (``RECORDS``, byte for byte, each atomically) into ``destination``."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in RECORDS:
+        if (run / name).is_file() and (run / name).resolve() != (destination / name).resolve():
+            with open(run / name, encoding="utf-8", newline="") as handle:
+                write_text(destination / name, handle.read())
 
 
 def _os_reason(exc: OSError) -> str:

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..harness.rundir import manifest_problems, read_json, write_json
-from .board import ARCHIVED, RESULTS, archive_note, build_board
+from ..harness.rundir import copy_records, manifest_problems, read_json, write_json
+from .board import ARCHIVED, RESULTS, RUNS, archive_note, build_board
 from .provenance import preset_problems
 from .submission import SubmissionError, check_submission, make_submission, run_folders
+from .verify import entry_runs
 
 
 def _existing(results: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -26,6 +27,8 @@ def _existing(results: Path) -> list[tuple[Path, dict[str, Any]]]:
 def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None = None,
             command: str | None = None, replace: bool = False, protocol: str | None = None) -> list[Path]:
     """Turn run folders (or a sweep folder: one submission per agent) into board files; rebuild the board.
+    Each run's record files (not its weights) are copied to ``<board>/runs/<noise>/<agent>/seed<k>/``,
+    from which the board rebuilds and so verifies the entry.
 
     Refuses, with the reason, anything that does not validate: a run whose files differ from its
     manifest or contradict each other, an entry whose aggregates do not follow from its runs or that
@@ -69,6 +72,9 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
             if other.get("name") == submission["name"] or same_runs:
                 raise SubmissionError(f"{agent}: already on the board as {path.name} "
                                       f"({'same name' if other.get('name') == submission['name'] else 'same config, suite and seeds'})")
+        seeds = {read_json(folder / "config.json")["config"]["seed"]: folder for folder in runs}
+        for kept in entry_runs(submission, Path(board) / RUNS):
+            copy_records(seeds[int(kept.name.removeprefix("seed"))], kept)
         target = results / f"{submission['name']}.json"
         write_json(target, submission)
         written.append(target)
