@@ -261,8 +261,14 @@ def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
             out.append(f"{pid} (its file is not in this checkout)")
             continue
         settings = ", ".join(f"{k} {v}" for k, v in protocol.settings.items())
+        cells = [f"core agents ({', '.join(protocol.core)}) under every profile" if protocol.core else "",
+                 f"the other presets under the main profiles with {protocol.preset_seeds or protocol.seeds} seeds"
+                 if protocol.core else "",
+                 f"once, under {protocol.mains[0]} only (their policy does not depend on the judge): {', '.join(protocol.once)}"
+                 if protocol.once else ""]
         out.append(f"{pid}: {settings}; judge profiles {', '.join(protocol.noise)}; main {', '.join(protocol.mains)} "
-                   f"({protocol.seeds} seeds), others {protocol.other_seeds} seeds — {protocol.description}")
+                   f"({protocol.seeds} seeds), others {protocol.other_seeds} seeds"
+                   + "".join(f"; {c}" for c in cells if c) + f" — {protocol.description}")
     return out
 
 
