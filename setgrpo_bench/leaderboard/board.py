@@ -337,8 +337,10 @@ def _png(fig: plt.Figure) -> str:
 
 
 def _colours(submissions: list[dict[str, Any]]) -> dict[str, Any]:
-    """One colour per agent, the same in every plot; tab20 keeps 16+ agents apart where tab10 repeats."""
-    palette = plt.get_cmap("tab20").colors
+    """One colour per agent, the same in every plot: tab20's ten distinct hues first, then their light
+    variants (tab20 pairs them, which put two agents of a small board in one hue)."""
+    pairs = plt.get_cmap("tab20").colors
+    palette = pairs[0::2] + pairs[1::2]
     agents = list(dict.fromkeys(s["agent"] for s in submissions))
     return {agent: palette[i % len(palette)] for i, agent in enumerate(agents)}
 
