@@ -182,8 +182,7 @@ def test_metrics_that_do_not_cover_the_steps_and_single_seeds_are_refused(tmp_pa
 def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_path, finished):
     runs = _copy(finished, tmp_path)
     board = tmp_path / "board"
-    [written] = publish([runs], board)
-    shutil.copytree(tmp_path / "runs", board / "runs")
+    [written] = publish([runs], board)  # it keeps the runs' records on the board, not their weights
     entry = json.loads(written.read_text())
     assert entry["schema_version"] == 4 and [r["seed"] for r in entry["runs"]] == [0, 1]
     assert set(entry["overoptimisation"]) >= {"drop", "drop_se"} and len(entry["curves"]["true_score_se"]) == 3
@@ -192,10 +191,7 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
     # a board keeps its runs' records without their weights; weights it does keep must be the run's
     [run] = [p.parent for p in (board / "runs").rglob("manifest.json") if p.parent.name == "seed1"]
     listed = [n for n in json.loads((run / "manifest.json").read_text())["files"] if n.startswith("checkpoints/")]
-    assert listed  # the run's manifest lists its final weights
-    for weights in list((board / "runs").rglob("checkpoints")):
-        shutil.rmtree(weights)
-    assert build_board(board)[1] == []
+    assert listed and not any((board / "runs").rglob("checkpoints"))  # the manifest lists weights the board lacks
     (run / listed[0]).parent.mkdir(parents=True)
     (run / listed[0]).write_bytes(b"other weights")
     assert "model.safetensors differs from the run's manifest" in dict(build_board(board)[1])[written.name]
