@@ -381,6 +381,8 @@ class RememberedDecisions:
 
     def __len__(self) -> int:
         return len(self._seen)
+
+
 def executed(decision: GroupDecision, a_hat: np.ndarray, execute: str) -> np.ndarray:
     """The coefficients an accepted group trains on: c(λ*) (``recovered``) or â itself (``original``,
     λ* then only gates)."""

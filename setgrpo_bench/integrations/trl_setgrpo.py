@@ -137,6 +137,7 @@ class SetGRPOTrainer(GRPOTrainer):
     def setgrpo_advantages(self, output: dict[str, Any]) -> torch.Tensor:
         """SetGRPO's coefficients of this process's completions of the batch just scored (zero where
         rejected): decided on the whole generation batch, identically on every process."""
+        local = len(self._scored[1])  # this process's rows of the generation batch (TRL's process slice)
         tensors, inputs, prompts, completions, completion_ids, spreads = self.generation_batch(output)
         rewards = self._scored[4]
         groups = self.groups(tensors, rewards[:, 0].cpu().numpy(), completions, spreads)
@@ -152,13 +153,12 @@ class SetGRPOTrainer(GRPOTrainer):
         if warmup:
             self.agent.update(groups, grams, audits)
             self._log({"warmup_groups": float(len(audits))})
-            return torch.zeros(len(self._scored[1]))
+            return torch.zeros(local)
         decision = self.agent.decide(groups, grams, audits)
         self.agent.update(groups, grams, audits)
         self.last_decision = (groups, grams, audits, decision)
         self._log({k: decision.stats[k] for k in LOGGED if k in decision.stats})
         coefficients = np.where(decision.accepted, decision.coefficients, 0.0).reshape(-1)
-        local = len(self._scored[1])  # TRL's process slice: this process's rows of the generation batch
         start = self.accelerator.process_index * local
         return torch.tensor(coefficients[start : start + local], dtype=torch.float32)
 

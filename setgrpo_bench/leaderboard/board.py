@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import __version__  # noqa: E402
+from ..agents.config import parse_levels  # noqa: E402
 from ..agents.presets import preset_paths  # noqa: E402
 from ..agents.protocol import Protocol, load_protocol  # noqa: E402
 from ..errors import SetgrpoBenchError  # noqa: E402
@@ -398,7 +399,7 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
 
     for k, s in enumerate(calibrated):  # one column per (agent, profile); its nominal level as a short bar
         d = s["diagnostics"]
-        levels = [float(x) for x in str(s["config"].get("alpha_a_grid") or "").split(",") if x.strip()]
+        levels = parse_levels(s["config"].get("alpha_a_grid") or "")
         if levels:  # α_a chosen per step inside the risk test: the levels it chooses from, dotted
             left.hlines([1 - a for a in levels], k - 0.4, k + 0.4, colors="grey", linestyles=":", lw=1,
                         label=once("1 − α_a it may choose"))

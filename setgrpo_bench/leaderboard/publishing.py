@@ -72,9 +72,9 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
             if other.get("name") == submission["name"] or same_runs:
                 raise SubmissionError(f"{agent}: already on the board as {path.name} "
                                       f"({'same name' if other.get('name') == submission['name'] else 'same config, suite and seeds'})")
-        seeds = {read_json(folder / "config.json")["config"]["seed"]: folder for folder in runs}
-        for kept in entry_runs(submission, Path(board) / RUNS):
-            copy_records(seeds[int(kept.name.removeprefix("seed"))], kept)
+        by_seed = {read_json(folder / "config.json")["config"]["seed"]: folder for folder in runs}
+        for seed, kept in zip(submission["seeds"], entry_runs(submission, Path(board) / RUNS)):
+            copy_records(by_seed[seed], kept)
         target = results / f"{submission['name']}.json"
         write_json(target, submission)
         written.append(target)
