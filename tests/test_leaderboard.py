@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.agents.presets import preset_paths
@@ -16,7 +17,7 @@ from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.rundir import RECORDS, finite_json
 from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, load_board, make_submission, publish
-from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se
+from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se, seed_level_se
 from setgrpo_bench.leaderboard.board import missing_cells
 
 SMALL = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2, group_size=3, eval_instances=2,
@@ -29,10 +30,15 @@ def test_aggregation_by_hand():
     results, groups, macro = aggregate_seeds(per_seed, judge, ["A", "B", "C"], ["x", "x", "y"])
     se = [np.std([0.2, 0.4], ddof=1) / np.sqrt(2), np.std([0.5, 0.7], ddof=1) / np.sqrt(2), np.std([0.9, 0.7], ddof=1) / np.sqrt(2)]
     assert results["A"]["true_score"] == pytest.approx(0.3) and results["A"]["true_score_se"] == pytest.approx(se[0])
+    assert results["A"]["per_seed"] == [0.2, 0.4]
     assert groups["x"]["true_score"] == pytest.approx(0.45)
-    assert groups["x"]["true_score_se"] == pytest.approx(np.sqrt(se[0] ** 2 + se[1] ** 2) / 2)
+    # the seeds' means over x are 0.35 and 0.55 (A and B move together): SE 0.1, not √(se_A² + se_B²)/2 ≈ 0.071
+    assert groups["x"]["true_score_se"] == pytest.approx(0.1)
     assert macro["true_score"] == pytest.approx(np.mean([0.3, 0.6, 0.8]))
-    assert macro["true_score_se"] == pytest.approx(np.sqrt(sum(s**2 for s in se)) / 3)
+    assert macro["true_score_se"] == pytest.approx(np.std([1.6 / 3, 1.8 / 3], ddof=1) / np.sqrt(2))
+    _, old_groups, old_macro = aggregate_seeds(per_seed, judge, ["A", "B", "C"], ["x", "x", "y"], seed_level=False)
+    assert old_groups["x"]["true_score_se"] == pytest.approx(np.sqrt(se[0] ** 2 + se[1] ** 2) / 2)  # schema ≤ 4
+    assert old_macro["true_score_se"] == pytest.approx(np.sqrt(sum(s**2 for s in se)) / 3)
     assert macro["judge_score"] == pytest.approx(macro["true_score"] + 0.1)
     low, high = macro["true_score_ci"]
     assert low <= macro["true_score"] <= high
@@ -50,6 +56,24 @@ def test_bootstrap_ci_covers_the_mean_at_its_level():
         low, high = bootstrap_ci(data, [0, 1, 2], rng=rng, n_boot=400, level=0.9)
         covered += low <= 0.5 <= high
     assert 0.80 * 400 <= covered <= 0.97 * 400
+
+
+def test_macro_se_covers_when_a_seed_moves_every_benchmark():
+    """5 seeds × 10 benchmarks where each seed's policy shifts every benchmark alike (as training does):
+    the 90% t-interval with the seed-level macro SE covers the true macro mean at its level, within the
+    binomial band of 2,000 simulated experiments; √(Σ se_k²)/K (independent benchmarks) falls far short."""
+    rng, experiments, level = np.random.default_rng(7), 2000, 0.9
+    t = scipy.stats.t.ppf(0.5 + level / 2, df=4)
+    covered = {"seed-level": 0, "independent": 0}
+    for _ in range(experiments):
+        per_seed = 0.5 + rng.normal(0, 0.03, size=(5, 1)) + rng.normal(0, 0.03, size=(5, 10))
+        ses = {"seed-level": seed_level_se(per_seed, range(10)),
+               "independent": macro_se([mean_se(column)[1] for column in per_seed.T])}
+        for name, se in ses.items():
+            covered[name] += abs(per_seed.mean() - 0.5) <= t * se
+    low, high = scipy.stats.binom.ppf([0.0005, 0.9995], experiments, level)
+    assert low <= covered["seed-level"] <= high, covered
+    assert covered["independent"] < low, covered
 
 
 @pytest.fixture(scope="module")

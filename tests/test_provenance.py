@@ -184,7 +184,7 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
     board = tmp_path / "board"
     [written] = publish([runs], board)  # it keeps the runs' records on the board, not their weights
     entry = json.loads(written.read_text())
-    assert entry["schema_version"] == 4 and [r["seed"] for r in entry["runs"]] == [0, 1]
+    assert entry["schema_version"] == 5 and [r["seed"] for r in entry["runs"]] == [0, 1]
     assert set(entry["overoptimisation"]) >= {"drop", "drop_se"} and len(entry["curves"]["true_score_se"]) == 3
     frame, rejected = build_board(board)
     assert rejected == [] and frame["verified"].tolist() == [True]
@@ -203,6 +203,8 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
         value["true_score"] *= scale
         value["true_score_ci"] = [x * scale for x in value["true_score_ci"]]
         value["true_score_se"] *= scale
+        if "per_seed" in value:
+            value["per_seed"] = [x * scale for x in value["per_seed"]]
     edited["name"] = "edited"
     (board / "results" / "edited.json").write_text(json.dumps(edited))
     fake = {**edited, "name": "fake", "agent": "fake"}  # an agent whose runs are not on the board
@@ -210,10 +212,14 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
     inconsistent = {**json.loads(written.read_text()), "name": "inconsistent"}
     inconsistent["macro"] = {**inconsistent["macro"], "true_score": 0.9, "true_score_ci": [0.85, 0.95]}
     (board / "results" / "inconsistent.json").write_text(json.dumps(inconsistent))
+    understated = {**json.loads(written.read_text()), "name": "understated"}  # a macro SE its per-seed scores do not give
+    understated["macro"] = {**understated["macro"], "true_score_se": understated["macro"]["true_score_se"] + 0.01}
+    (board / "results" / "understated.json").write_text(json.dumps(understated))
     frame, rejected = build_board(board)
     reasons = dict(rejected)
     assert "differs from what its runs" in reasons["edited.json"] and "macro.true_score" in reasons["edited.json"]
     assert "is not the mean of the per-benchmark scores" in reasons["inconsistent.json"]
+    assert "macro.true_score_se is not the SE across seeds" in reasons["understated.json"]
     assert "fake.json" not in reasons and dict(zip(frame["agent"], frame["verified"])) == {"grpo": True, "fake": False}
     assert "unverified (runs not here)" in (board / "README.md").read_text()
 

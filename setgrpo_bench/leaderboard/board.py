@@ -196,8 +196,8 @@ def win_tie_loss(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 COLUMNS = {
-    "macro ± SE [95% CI]": "held-out true rubric score, unweighted mean over benchmarks; SE across seeds √(Σ se_k²)/K; "
-                           "CI by bootstrap over seeds",
+    "macro ± SE [95% CI]": "held-out true rubric score, unweighted mean over benchmarks; SE across seeds of the seeds' "
+                           "macro scores, sd/√S (a seed's policy moves every benchmark); CI by bootstrap over seeds",
     f"vs {BASELINE}": f"difference to {BASELINE} under the same judge, in SEs of the difference √(SE² + SE_{BASELINE}²)",
     "before training": "the same score of the initial policy",
     "coverage ref / true": "SetGRPO: share of audited (all) groups whose reference (true) coefficients lie in its set C, "
@@ -211,6 +211,17 @@ COLUMNS = {
     "runs": "whether the entry was rebuilt from its runs in runs/<profile>/<agent>/seed<k>/ by today's code",
 }
 """What each board column means (the page and the README carry it)."""
+INDEPENDENT_SE = ("held-out true rubric score, unweighted mean over benchmarks; SE across seeds √(Σ se_k²)/K (schema ≤ 4 "
+                  "entries: it treats the benchmarks as independent, and so understates the spread a seed's policy "
+                  "induces across them); CI by bootstrap over seeds")
+
+
+def columns(submissions: list[dict[str, Any]]) -> dict[str, str]:
+    """The column definitions for these entries: an archived board's older entries state their macro SE as
+    √(Σ se_k²)/K, and the page says so."""
+    if all(s.get("schema_version", 0) >= 5 for s in submissions):
+        return COLUMNS
+    return {**COLUMNS, "macro ± SE [95% CI]": INDEPENDENT_SE}
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -306,7 +317,7 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
                       "difference in SEs.", "", *_markdown_table(verdicts), ""]
         for profile in profiles:
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(_display(frame[frame["noise"] == profile])), ""]
-        lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in COLUMNS.items()),
+        lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
                   "- the domain columns: the mean true score of the domain's benchmarks", ""]
         if protocols := protocols_of(submissions):
             lines += ["## Protocol", "", *(f"- {p}" for p in protocols), ""]
@@ -511,7 +522,7 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             body.append(_display(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
         body += [figure(key) for key in list(figures)]
         body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
-                                                      for k, v in COLUMNS.items()) + "</dl>")
+                                                      for k, v in columns(submissions).items()) + "</dl>")
         if protocols := protocols_of(submissions):
             body.append("<h2>Protocol</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in protocols) + "</ul>")
         if missing:

@@ -26,7 +26,7 @@ from ..errors import SetgrpoBenchError
 from ..harness.averages import aggregate
 from ..harness.pooled import summarise_diagnostics, summarise_updates
 from ..harness.rundir import MetricsFile, metrics_problems
-from .aggregate import macro_se
+from .aggregate import macro_se, mean_se, seed_level_se
 
 TOLERANCE = 1e-9
 
@@ -92,9 +92,11 @@ def entry_problems(entry: Mapping[str, Any]) -> list[str]:
     if not _close(float(np.mean(scores)), macro["true_score"]):
         problems.append(f"macro.true_score {macro['true_score']} is not the mean of the per-benchmark scores "
                         f"({float(np.mean(scores))})")
-    if not _close(macro_se([r["true_score_se"] for r in results.values()]), macro["true_score_se"]):
-        problems.append("macro.true_score_se is not √(Σ se²)/K of the per-benchmark standard errors")
     domains = entry["suite"].get("domains") or {}  # schema 3 records each benchmark's domain
+    if entry["schema_version"] >= 5:
+        problems += _seed_level_problems(entry, domains)
+    elif not _close(macro_se([r["true_score_se"] for r in results.values()]), macro["true_score_se"]):
+        problems.append("macro.true_score_se is not √(Σ se²)/K of the per-benchmark standard errors")
     for name, group in groups.items():
         members = [b for b in results if domains.get(b) == name]
         if members and not _close(float(np.mean([results[b]["true_score"] for b in members])), group["true_score"]):
@@ -106,6 +108,27 @@ def entry_problems(entry: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}.true_score_ci [{low}, {high}] does not contain its estimate {value['true_score']}")
     if len(entry["seeds"]) < 2:
         problems.append(f"seeds: {len(entry['seeds'])} seed; a standard error across seeds needs at least 2")
+    return problems
+
+
+def _seed_level_problems(entry: Mapping[str, Any], domains: Mapping[str, str]) -> list[str]:
+    """Schema 5: every score and SE follows from the per-seed scores each benchmark keeps."""
+    results, seeds = entry["results"], entry["seeds"]
+    short = [b for b, r in results.items() if len(r.get("per_seed") or []) != len(seeds)]
+    if short:
+        return [f"results.{b}.per_seed must hold one score per seed ({len(seeds)})" for b in short]
+    problems = []
+    for name, result in results.items():
+        mean, se = mean_se(np.array(result["per_seed"]))
+        if _same({"true_score": mean, "true_score_se": se}, result, ["true_score", "true_score_se"]):
+            problems.append(f"results.{name}: true_score and true_score_se are not the mean and SE of its per_seed scores")
+    names = list(results)
+    matrix = np.array([results[b]["per_seed"] for b in names]).T  # seeds × benchmarks
+    members = {"macro": names, **{f"groups.{g}": [b for b in names if domains.get(b) == g] for g in entry["groups"]}}
+    for where, group in members.items():
+        stated = entry["macro"] if where == "macro" else entry["groups"][where.split(".", 1)[1]]
+        if group and not _close(seed_level_se(matrix, [names.index(b) for b in group]), stated["true_score_se"]):
+            problems.append(f"{where}.true_score_se is not the SE across seeds of the seeds' mean over its benchmarks")
     return problems
 
 

@@ -26,7 +26,7 @@ from ..policy.files import policy_fingerprint
 from .aggregate import aggregate_seeds
 from .provenance import entry_problems, run_problems
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 OVEROPTIMISATION_BLOCK = 20
 """Steps per block of the over-optimisation statistics (the batch's scores are noisy step by step)."""
 SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
@@ -112,11 +112,17 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     first = read[0][1]
     benchmarks = sorted(read[0][2]["final"]["per_env"])
     domains = [read[0][2]["final"]["per_env"][b]["domain"] for b in benchmarks]
+    manifests = [(c["config"]["seed"], folder / MANIFEST) for folder, c, _, _ in read]
+    version = min(schema_version, SCHEMA_VERSION) if all(path.is_file() for _, path in manifests) else 2
+
     def per_seed(key: str, phase: str = "final") -> np.ndarray:
         return np.array([[r[phase]["per_env"][b][key] for b in benchmarks] for _, _, r, _ in read])
 
-    results, groups, macro = aggregate_seeds(per_seed("true_score"), per_seed("judge_score"), benchmarks, domains,
-                                             initial_per_seed=per_seed("true_score", "initial"))
+    # schema 5 keeps each benchmark's per-seed scores in the order of the entry's (sorted) seeds
+    order = np.argsort(seeds, kind="stable") if version >= 5 else np.arange(len(seeds))
+    results, groups, macro = aggregate_seeds(per_seed("true_score")[order], per_seed("judge_score")[order], benchmarks,
+                                             domains, initial_per_seed=per_seed("true_score", "initial")[order],
+                                             seed_level=version >= 5)
     steps = min(len(m) for *_, m in read)
     curve = lambda key: np.mean([[row[key] for row in m[:steps]] for *_, m in read], axis=0).tolist()  # noqa: E731
     diagnostics = pool_seeds(r.get("diagnostics") or {} for _, _, r, _ in read)
@@ -124,7 +130,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     config = {k: v for k, v in read[0][1]["config"].items() if k != "seed"}
     agent = config["agent"]
     submission = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": version,
         "name": name or f"{agent}-{config['noise']}-{suite_hash[:8]}",
         "agent": agent, "oracle": bool(config["oracle"]), "config": config, "config_hash": stable_hash(configs[0]),
         "policy": {"name": first["policy"], "hash": policy_hash},
@@ -142,21 +148,17 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
                      **({"transformers": first["transformers"]} if "transformers" in first else {})},
         "git_hash": _git_hash(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    manifests = [(c["config"]["seed"], folder / MANIFEST) for folder, c, _, _ in read]
-    if all(path.is_file() for _, path in manifests):  # runs made by this version (schema 3)
+    if version >= 3:  # runs that record their manifests
         submission["runs"] = [{"seed": seed, "manifest": read_json(path)} for seed, path in sorted(manifests)]
         submission["suite"]["domains"] = dict(zip(benchmarks, domains))
         if "suite_parts" in first:
             submission["suite"]["parts"] = first["suite_parts"]
-    else:
-        submission["schema_version"] = 2
     plugins = [c.get("plugins") for _, c, _, _ in read]
     if any(p != plugins[0] for p in plugins):
         raise SubmissionError("the runs were made with different versions of a plugin: " + ", ".join(str(f) for f, *_ in read))
     if plugins[0]:  # the installed packages whose method this is: name, version, source hash
         submission["plugins"] = plugins[0]
-    if submission["schema_version"] >= 3 and schema_version >= 4:
-        submission["schema_version"] = 4
+    if version >= 4:
         judge, true = curves([folder for folder, *_ in read])
         per_step_se = lambda v: (v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1])).tolist()  # noqa: E731
         submission["curves"].update({"true_score_se": per_step_se(true), "reward_se": per_step_se(judge)})
@@ -222,6 +224,9 @@ def check_submission(submission: Any, *, current: bool = True) -> list[str]:
                     "budget); rerun under the current protocol"]
     if not current:
         return []
+    if submission["schema_version"] < SCHEMA_VERSION:
+        return [f"schema_version: {submission['schema_version']} states its macro SE as √(Σ se_k²)/K, which ignores that a "
+                "seed moves every benchmark; publish its runs again with this version (schema 5)"]
     try:
         now = current_suite_hash(submission)
     except (SetgrpoBenchError, TypeError) as exc:
