@@ -175,6 +175,11 @@ SEPARATION = 3.0
 """SEs of the difference to GRPO beyond which an agent wins or loses under a judge (within: a tie)."""
 
 
+VERDICT_RULE = (f"Per judge profile: win / loss when the macro true score is at least {SEPARATION:g} SEs of the difference "
+                f"above / below {BASELINE}'s under the same judge, tie within; in brackets the difference in SEs. An SE "
+                "across 3 seeds has 2 degrees of freedom: a verdict from 3 seeds is a coarse one.")
+
+
 def win_tie_loss(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per agent, one column per judge profile: ``win``, ``tie`` or ``loss`` against GRPO under
     that judge (beyond ±3 SEs of the difference √(SE² + SE_grpo²)), with the difference in SEs."""
@@ -311,10 +316,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         profiles = sorted(set(frame["noise"]), key=noise_order)
         verdicts = win_tie_loss(frame)
         if not verdicts.empty:
-            lines += [f"## Where each method wins, ties or loses against {BASELINE}", "",
-                      f"Per judge profile: win / loss when the macro true score is at least {SEPARATION:g} SEs of the "
-                      f"difference above / below {BASELINE}'s under the same judge, tie within; in brackets the "
-                      "difference in SEs.", "", *_markdown_table(verdicts), ""]
+            lines += [f"## Where each method wins, ties or loses against {BASELINE}", "", VERDICT_RULE, "",
+                      *_markdown_table(verdicts), ""]
         for profile in profiles:
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(_display(frame[frame["noise"] == profile])), ""]
         lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
@@ -510,10 +513,8 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
         figure = lambda key: f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{figures.pop(key)}"></figure>'  # noqa: E731
         verdicts = win_tie_loss(frame)
         if not verdicts.empty:
-            body.append(f"<h2>Where each method wins, ties or loses against {BASELINE}</h2>"
-                        f"<p>Per judge profile: win / loss when the macro true score is at least {SEPARATION:g} SEs of the "
-                        f"difference above / below {BASELINE}'s under the same judge, tie within; in brackets the "
-                        "difference in SEs.</p>" + verdicts.to_html(index=False, escape=True, classes="board", border=0))
+            body.append(f"<h2>Where each method wins, ties or loses against {BASELINE}</h2><p>{html.escape(VERDICT_RULE)}</p>"
+                        + verdicts.to_html(index=False, escape=True, classes="board", border=0))
         if "robustness" in figures:
             body.append(figure("robustness"))
         profiles = sorted(set(frame["noise"]), key=noise_order)
