@@ -484,7 +484,9 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
             ax.axhline(top["macro"], color=colour.get(agent), ls="--", lw=1, label=f"{agent} (oracle, any judge)")
             ax.axhspan(top["ci_low"], top["ci_high"], color=colour.get(agent), alpha=0.15, lw=0)
             continue
-        xs = [x[n] + 0.02 * (k % 9 - 4) for n in rows["noise"]]  # small offsets keep the bars apart
+        # every profile on the axis, NaN where the agent has no entry: a line never bridges a missing cell
+        rows = rows.set_index("noise").reindex(profiles)
+        xs = [x[n] + 0.02 * (k % 9 - 4) for n in profiles]  # small offsets keep the bars apart
         ax.errorbar(xs, rows["macro"], yerr=[rows["macro"] - rows["ci_low"], rows["ci_high"] - rows["macro"]],
                     fmt="o-", capsize=3, color=colour.get(agent), label=f"{agent}{' (oracle)' if rows['oracle'].any() else ''}")
     ax.set_xticks(range(len(profiles)), profiles)
