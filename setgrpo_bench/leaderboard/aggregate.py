@@ -4,7 +4,8 @@ With S seeds and K benchmarks, per benchmark k: mean m_k over seeds and se_k = s
 and overall (macro) the unweighted mean of benchmark means, with the SE across seeds of the seeds' own
 means over those benchmarks, sd(M_s)/√S. A seed trains one policy that is evaluated on every
 benchmark, so its scores move together: √(Σ se_k²)/K (a mean of *independent* means, what submissions
-of schema ≤ 4 state) understates the seed-to-seed spread, by 1.1–2.5× on board v2. Bootstrap CIs
+of schema ≤ 4 state) understated the seed-to-seed spread for 18 of board v2's first 21 entries, by up to
+2.5×. Bootstrap CIs
 resample *seeds* too (the same resample for every benchmark).
 """
 
