@@ -5,8 +5,7 @@ and overall (macro) the unweighted mean of benchmark means, with the SE across s
 means over those benchmarks, sd(M_s)/√S. A seed trains one policy that is evaluated on every
 benchmark, so its scores move together: √(Σ se_k²)/K (a mean of *independent* means, what submissions
 of schema ≤ 4 state) understated the seed-to-seed spread for 18 of board v2's first 21 entries, by up to
-2.5×. Bootstrap CIs
-resample *seeds* too (the same resample for every benchmark).
+2.5×. Bootstrap CIs resample *seeds* too (the same resample for every benchmark).
 """
 
 from __future__ import annotations
