@@ -15,6 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.stats import bootstrap
 
+SEED_LEVEL_SCHEMA = 5
+"""The submission schema from which domain and macro SEs are seed-level (earlier ones: √(Σ se_k²)/K)."""
+
 
 def mean_se(values: np.ndarray) -> tuple[float, float]:
     """Mean and standard error of the mean over axis 0 (SE 0 for a single seed)."""

@@ -25,6 +25,7 @@ from ..agents.presets import preset_paths  # noqa: E402
 from ..agents.protocol import Protocol, load_protocol  # noqa: E402
 from ..errors import SetgrpoBenchError  # noqa: E402
 from ..harness.rundir import write_text  # noqa: E402
+from .aggregate import SEED_LEVEL_SCHEMA  # noqa: E402
 from .submission import check_submission  # noqa: E402
 from .verify import verify_entry  # noqa: E402
 
@@ -224,7 +225,7 @@ INDEPENDENT_SE = ("held-out true rubric score, unweighted mean over benchmarks; 
 def columns(submissions: list[dict[str, Any]]) -> dict[str, str]:
     """The column definitions for these entries: an archived board's older entries state their macro SE as
     √(Σ se_k²)/K, and the page says so."""
-    if all(s.get("schema_version", 0) >= 5 for s in submissions):
+    if all(s.get("schema_version", 0) >= SEED_LEVEL_SCHEMA for s in submissions):
         return COLUMNS
     return {**COLUMNS, "macro ± SE [95% CI]": INDEPENDENT_SE}
 

@@ -26,7 +26,7 @@ from ..errors import SetgrpoBenchError
 from ..harness.averages import aggregate
 from ..harness.pooled import summarise_diagnostics, summarise_updates
 from ..harness.rundir import MetricsFile, metrics_problems
-from .aggregate import macro_se, mean_se, seed_level_se
+from .aggregate import SEED_LEVEL_SCHEMA, macro_se, mean_se, seed_level_se
 
 TOLERANCE = 1e-9
 
@@ -93,7 +93,7 @@ def entry_problems(entry: Mapping[str, Any]) -> list[str]:
         problems.append(f"macro.true_score {macro['true_score']} is not the mean of the per-benchmark scores "
                         f"({float(np.mean(scores))})")
     domains = entry["suite"].get("domains") or {}  # schema 3 records each benchmark's domain
-    if entry["schema_version"] >= 5:
+    if entry["schema_version"] >= SEED_LEVEL_SCHEMA:
         problems += _seed_level_problems(entry, domains)
     elif not _close(macro_se([r["true_score_se"] for r in results.values()]), macro["true_score_se"]):
         problems.append("macro.true_score_se is not √(Σ se²)/K of the per-benchmark standard errors")
@@ -112,7 +112,7 @@ def entry_problems(entry: Mapping[str, Any]) -> list[str]:
 
 
 def _seed_level_problems(entry: Mapping[str, Any], domains: Mapping[str, str]) -> list[str]:
-    """Schema 5: every score and SE follows from the per-seed scores each benchmark keeps."""
+    """Seed-level entries: every score and SE follows from the per-seed scores each benchmark keeps."""
     results, seeds = entry["results"], entry["seeds"]
     short = [b for b, r in results.items() if len(r.get("per_seed") or []) != len(seeds)]
     if short:
@@ -124,10 +124,11 @@ def _seed_level_problems(entry: Mapping[str, Any], domains: Mapping[str, str]) -
             problems.append(f"results.{name}: true_score and true_score_se are not the mean and SE of its per_seed scores")
     names = list(results)
     matrix = np.array([results[b]["per_seed"] for b in names]).T  # seeds × benchmarks
-    members = {"macro": names, **{f"groups.{g}": [b for b in names if domains.get(b) == g] for g in entry["groups"]}}
-    for where, group in members.items():
-        stated = entry["macro"] if where == "macro" else entry["groups"][where.split(".", 1)[1]]
-        if group and not _close(seed_level_se(matrix, [names.index(b) for b in group]), stated["true_score_se"]):
+    averages = [("macro", entry["macro"], range(len(names))),
+                *((f"groups.{g}", group, [k for k, b in enumerate(names) if domains.get(b) == g])
+                  for g, group in entry["groups"].items())]
+    for where, stated, columns in averages:
+        if columns and not _close(seed_level_se(matrix, columns), stated["true_score_se"]):
             problems.append(f"{where}.true_score_se is not the SE across seeds of the seeds' mean over its benchmarks")
     return problems
 

@@ -23,7 +23,7 @@ from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suit
 from ..hashing import stable_hash
 from ..policy.embedded import tiny_path
 from ..policy.files import policy_fingerprint
-from .aggregate import aggregate_seeds
+from .aggregate import SEED_LEVEL_SCHEMA, aggregate_seeds
 from .provenance import entry_problems, run_problems
 
 SCHEMA_VERSION = 5
@@ -115,14 +115,15 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     manifests = [(c["config"]["seed"], folder / MANIFEST) for folder, c, _, _ in read]
     version = min(schema_version, SCHEMA_VERSION) if all(path.is_file() for _, path in manifests) else 2
 
-    def per_seed(key: str, phase: str = "final") -> np.ndarray:
-        return np.array([[r[phase]["per_env"][b][key] for b in benchmarks] for _, _, r, _ in read])
+    seed_level = version >= SEED_LEVEL_SCHEMA
+    # a seed-level entry keeps each benchmark's per-seed scores in the order of its (sorted) seeds
+    order = np.argsort(seeds, kind="stable") if seed_level else np.arange(len(seeds))
 
-    # schema 5 keeps each benchmark's per-seed scores in the order of the entry's (sorted) seeds
-    order = np.argsort(seeds, kind="stable") if version >= 5 else np.arange(len(seeds))
-    results, groups, macro = aggregate_seeds(per_seed("true_score")[order], per_seed("judge_score")[order], benchmarks,
-                                             domains, initial_per_seed=per_seed("true_score", "initial")[order],
-                                             seed_level=version >= 5)
+    def per_seed(key: str, phase: str = "final") -> np.ndarray:
+        return np.array([[r[phase]["per_env"][b][key] for b in benchmarks] for _, _, r, _ in read])[order]
+
+    results, groups, macro = aggregate_seeds(per_seed("true_score"), per_seed("judge_score"), benchmarks, domains,
+                                             initial_per_seed=per_seed("true_score", "initial"), seed_level=seed_level)
     steps = min(len(m) for *_, m in read)
     curve = lambda key: np.mean([[row[key] for row in m[:steps]] for *_, m in read], axis=0).tolist()  # noqa: E731
     diagnostics = pool_seeds(r.get("diagnostics") or {} for _, _, r, _ in read)
@@ -224,9 +225,9 @@ def check_submission(submission: Any, *, current: bool = True) -> list[str]:
                     "budget); rerun under the current protocol"]
     if not current:
         return []
-    if submission["schema_version"] < SCHEMA_VERSION:
+    if submission["schema_version"] < SEED_LEVEL_SCHEMA:
         return [f"schema_version: {submission['schema_version']} states its macro SE as √(Σ se_k²)/K, which ignores that a "
-                "seed moves every benchmark; publish its runs again with this version (schema 5)"]
+                f"seed moves every benchmark; publish its runs again with this version (schema {SCHEMA_VERSION})"]
     try:
         now = current_suite_hash(submission)
     except (SetgrpoBenchError, TypeError) as exc:
