@@ -476,9 +476,10 @@ def overoptimisation_plot(submissions: list[dict[str, Any]], profiles: list[str]
 
 def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, Any]) -> str:
     """Macro true score against the training judge's profile, one line per agent, 95% CI bars."""
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 5))
     x = {p: i for i, p in enumerate(profiles)}
-    for k, (agent, rows) in enumerate(frame.groupby("agent", sort=True)):
+    trained = sorted(frame.loc[~frame["oracle"].astype(bool), "agent"].unique())
+    for agent, rows in frame.groupby("agent", sort=True):
         rows = rows.sort_values("noise", key=lambda n: n.map(noise_order))
         if rows["oracle"].all():  # trained on the true score: one policy whatever the judge, a ceiling line
             top = rows.iloc[0]
@@ -487,9 +488,11 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
             continue
         # every profile on the axis, NaN where the agent has no entry: a line never bridges a missing cell
         rows = rows.set_index("noise").reindex(profiles)
-        xs = [x[n] + 0.02 * (k % 9 - 4) for n in profiles]  # small offsets keep the bars apart
+        shift = 0.5 * (trained.index(agent) / max(len(trained) - 1, 1) - 0.5)  # agents side by side, ±0.25
+        xs = [x[n] + shift for n in profiles]
         ax.errorbar(xs, rows["macro"], yerr=[rows["macro"] - rows["ci_low"], rows["ci_high"] - rows["macro"]],
-                    fmt="o-", capsize=3, color=colour.get(agent), label=f"{agent}{' (oracle)' if rows['oracle'].any() else ''}")
+                    fmt="o-", ms=4, capsize=2, color=colour.get(agent),
+                    label=f"{agent}{' (oracle)' if rows['oracle'].any() else ''}")
     ax.set_xticks(range(len(profiles)), profiles)
     ax.set(xlabel="training judge profile (more reliable → less)", ylabel="macro true score (95% CI)",
            title="Robustness to judge noise")
