@@ -9,6 +9,8 @@ package; folders from installed packages' ``setgrpo_bench.catalog`` entry points
 from __future__ import annotations
 
 import os
+import warnings
+from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -37,12 +39,27 @@ def add_catalog(path: str | Path) -> None:
 
 
 def _entry_point_roots() -> list[Path]:
+    """The catalog folders that installed packages name; one that fails to load or names no folder is
+    left out with one warning naming its package, so that it breaks nothing else."""
     roots = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        target = ep.load()
-        target = target() if callable(target) else target
-        roots.append(Path(target))
+        package = ep.dist.metadata["Name"] if ep.dist is not None else ep.name
+        try:
+            target = ep.load()
+            target = Path(target() if callable(target) else target)
+            if not target.is_dir():
+                raise NotADirectoryError(f"{target} is not a folder")
+        except Exception as exc:  # a package's own code may fail in any way  # noqa: BLE001
+            _warn_once(f"catalog of {package} (entry point {ep.name!r} = {ep.value}) is not loaded: "
+                       f"{type(exc).__name__}: {exc}")
+            continue
+        roots.append(target)
     return roots
+
+
+@lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
 
 
 def catalog_roots() -> list[Path]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -80,12 +83,39 @@ def _config(args: argparse.Namespace):
     return resolve_config(args.agent, overrides)
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM during a run: the run stops where it is, its last checkpoint intact."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
 def _run(args: argparse.Namespace) -> int:
     from .harness import run
+    from .harness.rundir import RunDir
 
     config = _config(args)
     out = args.out or f"runs/{config.run.agent}-seed{config.run.seed}"
-    run(config, out, resume=args.resume, overwrite=args.overwrite, console=console)
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    try:
+        run(config, out, resume=args.resume, overwrite=args.overwrite, console=console)
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        newest = RunDir(out).checkpoint_candidates()[:1]
+        kept = f"keeps its checkpoint of step {int(newest[0].name.removeprefix('step_'))}" if newest else "has no checkpoint yet"
+        again = shlex.join(["python", "-m", "setgrpo_bench", *args.argv, *([] if args.resume else ["--resume"])])
+        console.print(f"interrupted ({signal.Signals(signum).name}): {out} {kept}; continue with: {again}",
+                      markup=False, highlight=False, soft_wrap=True)
+        return 128 + int(signum)
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
     console.print(f"run directory: {out}")
     return 0
 
@@ -460,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if early.catalog:
             register_catalog()
         args = build_parser(early.agent).parse_args(argv)
+        args.argv = argv
         return int(args.func(args))
     except SetgrpoBenchError as exc:
         console.print(f"[red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)

@@ -23,10 +23,6 @@ def _config(policy, **kw):
     return resolve_config("grpo", {**OVERRIDES, "policy": policy, **kw})
 
 
-def _strip_times(records):
-    return [{k: v for k, v in r.items() if not k.startswith(("time", "peak_rss"))} for r in records]  # measured, not computed
-
-
 def test_small_tiny_builds_deterministically(small_policy, tmp_path, monkeypatch):
     monkeypatch.setenv("SETGRPO_BENCH_CACHE", str(tmp_path))
     again = build_tiny(SMALL)
@@ -46,7 +42,12 @@ def test_run_writes_every_artefact(small_policy, tmp_path):
     assert (out / "checkpoints" / "latest").read_text() == "step_000003"
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
-    assert {"reward", "true_score", "acceptance", "grader_calls", "time_update"} <= set(records[0])
+    assert {"reward", "true_score", "acceptance", "grader_calls"} <= set(records[0])
+    # what is measured (seconds, memory) is kept apart, so that metrics.jsonl is what the run computed
+    assert not [k for r in records for k in r if k.startswith(("time_", "peak_rss"))]
+    timings = [json.loads(line) for line in (out / "timings.jsonl").read_text().splitlines()]
+    assert [t["step"] for t in timings] == [1, 2, 3] and {"time_step", "time_update", "peak_rss_mb"} <= set(timings[0])
+    assert json.loads((out / "timings.json").read_text())["train_seconds"] == pytest.approx(sum(t["time_step"] for t in timings))
     saved = json.loads((out / "eval.json").read_text())
     assert saved["final"]["per_env"].keys() == {"MedicationGuide", "UnitConversion"}
     assert set(saved["final"]["domains"]) == {"health", "science"}
@@ -67,9 +68,11 @@ def test_same_seed_same_result_and_resume_equivalence(small_policy, tmp_path):
         handle.write('{"step": 3, "rew')
     resumed = run(config, tmp_path / "c", resume=True)
     assert resumed["final"] == full["final"]
-    a = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
-    c = [json.loads(x) for x in (tmp_path / "c" / "metrics.jsonl").read_text().splitlines()]
-    assert _strip_times(a) == _strip_times(c)
+    # identical runs, interrupted or not, write identical records, and so identical manifests
+    for name in ("metrics.jsonl", "eval.json", "eval_initial.json", "manifest.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes() == (
+            tmp_path / "c" / name).read_bytes(), name
+    assert [json.loads(x)["step"] for x in (tmp_path / "c" / "timings.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
 def test_out_dir_with_another_run_is_refused(small_policy, tmp_path):
@@ -203,9 +206,7 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(small_policy, tm
     assert not (out / "eval.json").exists()
     resumed = run(config, out, resume=True)
     assert resumed["final"] == full["final"]
-    a = [json.loads(x) for x in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
-    b = [json.loads(x) for x in metrics.read_text().splitlines()]
-    assert _strip_times(a) == _strip_times(b)
+    assert (tmp_path / "full" / "metrics.jsonl").read_bytes() == metrics.read_bytes()
 
 
 @pytest.mark.parametrize("command", ["run", "diagnose", "sweep"])

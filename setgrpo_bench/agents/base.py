@@ -118,6 +118,8 @@ class Agent(ABC):
         """Learn from a step's audits, after its decision (or from the warm-up batch)."""
 
     def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to decide as this agent would have, as plain data (dicts, lists,
+        numbers, strings, numpy arrays): checkpoints store it without pickle."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

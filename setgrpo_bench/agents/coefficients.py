@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, UnknownNameError
+from ..errors import UnknownNameError
 
 CoefficientRule = Callable[..., np.ndarray]
 
@@ -140,14 +140,11 @@ COEFFICIENT_RULES: dict[str, CoefficientRule] = {
 
 
 def coefficient_rules() -> dict[str, CoefficientRule]:
-    """The built-in rules and those of installed plugins (``plugins``)."""
+    """The built-in rules and those of installed plugins (``plugins``; one that reuses a built-in name
+    is not loaded)."""
     from .plugins import plugin_rules
 
-    added = plugin_rules()
-    for name, (dist, _) in added.items():
-        if name in COEFFICIENT_RULES:
-            raise ConfigError("coefficient rule", name, "a name that is not built in", f"Rename it in {dist}.")
-    return {**COEFFICIENT_RULES, **{name: rule for name, (_, rule) in added.items()}}
+    return {**COEFFICIENT_RULES, **{name: rule for name, (_, rule) in plugin_rules().items()}}
 
 
 def get_rule(name: str) -> CoefficientRule:

@@ -23,6 +23,7 @@ name, version and a hash of its source), and so does every board entry made from
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -72,26 +73,42 @@ def _source_hash(source: Path) -> str:
 
 @lru_cache(maxsize=1)
 def installed_plugins() -> tuple[Installed, ...]:
-    """Every ``setgrpo_bench.agents`` entry point, loaded and checked: a selector that is built in, or
-    a rule or selector another plugin took, is refused (``coefficient_rules`` refuses built-in rule names)."""
+    """Every ``setgrpo_bench.agents`` entry point that loads and is a valid ``Plugin``. A broken one — it
+    raises on import, is not a ``Plugin``, or names a rule or selector that is built in or another
+    plugin's — is left out with one warning naming its package, so commands that do not need it work."""
+    from .coefficients import COEFFICIENT_RULES
+
     out: list[Installed] = []
-    rules, selectors = {}, dict.fromkeys(BUILTIN_SELECTORS, "setgrpo_bench")
+    rules = dict.fromkeys(COEFFICIENT_RULES, "setgrpo_bench")
+    selectors = dict.fromkeys(BUILTIN_SELECTORS, "setgrpo_bench")
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        plugin = ep.load()
-        if not isinstance(plugin, Plugin):
-            raise ConfigError(f"entry point {ep.name!r}", ep.value, "a setgrpo_bench.agents.plugins.Plugin")
         dist = ep.dist
         name, version = (dist.metadata["Name"], dist.version) if dist is not None else (ep.name, "unknown")
-        for kind, seen, names in (("coefficient rule", rules, plugin.rules), ("selector", selectors, plugin.agents)):
-            for key in names:
-                if key in seen:
-                    raise ConfigError(kind, key, f"a name not already taken (by {seen[key]})",
+        try:
+            installed = _load(ep, name, version)
+            for kind, seen, names in (("coefficient rule", rules, installed.plugin.rules),
+                                      ("selector", selectors, installed.plugin.agents)):
+                taken = [key for key in names if key in seen]
+                if taken:
+                    raise ConfigError(kind, taken[0], f"a name not already taken (by {seen[taken[0]]})",
                                       f"Rename it in {name}.")
-                seen[key] = name
-        top = Path(import_module(ep.module.split(".")[0]).__file__)
-        source = top.parent if top.name == "__init__.py" else top
-        out.append(Installed(name, version, _source_hash(source), plugin, source))
+        except Exception as exc:  # a plugin's own code may fail in any way  # noqa: BLE001
+            warnings.warn(f"plugin {name} (entry point {ep.name!r} = {ep.value}) is not loaded: {type(exc).__name__}: "
+                          f"{exc}", stacklevel=2)
+            continue
+        for seen, names in ((rules, installed.plugin.rules), (selectors, installed.plugin.agents)):
+            seen.update(dict.fromkeys(names, name))
+        out.append(installed)
     return tuple(out)
+
+
+def _load(ep: Any, name: str, version: str) -> Installed:
+    plugin = ep.load()
+    if not isinstance(plugin, Plugin):
+        raise ConfigError(f"entry point {ep.name!r}", ep.value, "a setgrpo_bench.agents.plugins.Plugin")
+    top = Path(import_module(ep.module.split(".")[0]).__file__)
+    source = top.parent if top.name == "__init__.py" else top
+    return Installed(name, version, _source_hash(source), plugin, source)
 
 
 def plugin_rules() -> dict[str, tuple[str, Callable[..., Any]]]:
@@ -109,11 +126,16 @@ def agent_class(selector: str) -> type | None:
     return next((p.plugin.agents[selector] for p in installed_plugins() if selector in p.plugin.agents), None)
 
 
-def plugins_used(rule: str, selector: str, preset: Path | None = None) -> list[dict[str, str]]:
-    """The plugins a run with this rule, selector and preset file depends on, as a run records them."""
-    used = []
+def plugins_used(rule: str, selector: str, presets: list[Path] = ()) -> list[dict[str, str]]:
+    """What a run with this rule, selector and preset files (those outside the built-in catalog) depends
+    on besides this package, as a run records it: each plugin (distribution, version, source hash), and
+    each preset file that no plugin ships (its name, ``catalog file``, the file's sha256) — so a catalog
+    preset that replaces a built-in one is on the record."""
+    used, covered = [], set()
     for p in installed_plugins():
-        from_preset = preset is not None and p.source.is_dir() and p.source in Path(preset).resolve().parents
-        if rule in p.plugin.rules or selector in p.plugin.agents or from_preset:
+        shipped = {f for f in presets if p.source.is_dir() and p.source in Path(f).resolve().parents}
+        if rule in p.plugin.rules or selector in p.plugin.agents or shipped:
             used.append(p.record())
-    return used
+        covered |= shipped
+    return used + [{"name": f"preset {f.stem} ({f})", "version": "catalog file",
+                    "source_hash": hashlib.sha256(f.read_bytes()).hexdigest()} for f in presets if f not in covered]

@@ -4,13 +4,15 @@ field's type here; whether they are allowed is ``TrainConfig``'s to say."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..catalog import catalog_files
+from ..catalog import builtin_root, catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
 from ..tasks.yamlio import line_of, load_yaml
 from .config import FIELDS, TrainConfig, allowed_values
@@ -34,7 +36,51 @@ def coerce(name: str, value: Any, source: str = "override") -> Any:
 
 
 def preset_paths() -> dict[str, Path]:
-    return {path.stem: path for path in catalog_files("agents", "*.yaml")}
+    """Preset name → file, later catalogs overriding earlier ones by name, except that a built-in preset
+    is replaced only by a file that says so (``replaces: <name>``): a catalog or package that ships
+    ``agents/grpo.yaml`` without it is left out with a warning, and ``grpo`` stays the built-in one."""
+    builtin = builtin_root() / "agents"
+    paths: dict[str, Path] = {}
+    for path in catalog_files("agents", "*.yaml"):
+        shadowed = paths.get(path.stem)
+        if shadowed is not None and shadowed.is_relative_to(builtin) and not path.is_relative_to(builtin):
+            if _replaces(path) != path.stem:
+                _warn_once(f"{path}: left out, since {path.stem!r} is a built-in preset; rename the file, or add "
+                           f"'replaces: {path.stem}' to replace the built-in on purpose (runs then record the file)")
+                continue
+        paths[path.stem] = path
+    return paths
+
+
+def catalog_presets(name: str) -> list[Path]:
+    """The files outside the built-in catalog that preset ``name`` is read from (itself and what it
+    ``extends``): what a run records besides the package's own code."""
+    builtin, paths, chain = builtin_root() / "agents", preset_paths(), []
+    while name in paths and paths[name] not in chain:
+        chain.append(paths[name])
+        data, _ = load_yaml(paths[name])
+        name = str(data.get("extends", "")) if isinstance(data, Mapping) else ""
+    return [p for p in chain if not p.is_relative_to(builtin)]
+
+
+def replaced_presets() -> dict[str, Path]:
+    """Built-in presets that a catalog file replaces on purpose (``replaces:``): name → that file."""
+    builtin = builtin_root() / "agents"
+    return {name: path for name, path in preset_paths().items()
+            if not path.is_relative_to(builtin) and (builtin / path.name).is_file()}
+
+
+def _replaces(path: Path) -> str | None:
+    try:
+        data, _ = load_yaml(path)
+    except SpecError:
+        return None  # the file's own error is reported when the preset is loaded
+    return str(data["replaces"]) if isinstance(data, Mapping) and "replaces" in data else None
+
+
+@lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
 
 
 def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -60,8 +106,11 @@ def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         except UnknownNameError as exc:
             raise SpecError(str(exc), file=str(path), line=line_of(lines, "extends"), field="extends") from None
     out["agent"] = name
+    if "replaces" in data and str(data["replaces"]) != name:
+        raise SpecError(f"replaces: {data['replaces']!r} must be the preset's own name ({name!r}, its file name)",
+                        file=str(path), line=line_of(lines, "replaces"), field="replaces")
     for key, value in data.items():
-        if key == "extends":
+        if key in ("extends", "replaces"):
             continue
         try:
             out[key] = coerce(key, value, source=str(path))

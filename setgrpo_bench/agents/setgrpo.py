@@ -15,6 +15,7 @@ matrices and the reference grades it asked for (``needs``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -157,10 +158,11 @@ class SetGRPOAgent(Agent):
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": list(self.window), "audits": self.audits}
+        return {"window": [(fold, dataclasses.asdict(group)) for fold, group in self.window], "audits": self.audits}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.window = deque(state["window"], maxlen=self.params.window)
+        self.window = deque(((int(fold), sm.AuditedGroup(**group)) for fold, group in state["window"]),
+                            maxlen=self.params.window)
         self.audits = int(state["audits"])
 
 

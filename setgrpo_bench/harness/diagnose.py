@@ -40,6 +40,7 @@ from .collect import Collector  # noqa: E402
 from .engines import make_engine  # noqa: E402
 from .geometry import GradientGeometry  # noqa: E402
 from .pooled import clopper_pearson  # noqa: E402
+from .report import literal_text  # noqa: E402
 from .rundir import write_json  # noqa: E402
 from .seeds import torch_seed  # noqa: E402
 from .suite import make_envs  # noqa: E402
@@ -188,6 +189,7 @@ def compare_settings(samples: Sequence[GroupSample], variants: Mapping[str, SetG
     return rows
 
 
+@literal_text
 def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
     """Coverage vs 1 − α_a and risk vs α, with the identity line and Clopper–Pearson bars."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))

@@ -58,18 +58,19 @@ def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    steps = np.arange(1, judge.shape[1] + 1)
-    for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):
-        mean = values.mean(axis=0)
-        se = values.std(axis=0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
-        ax.plot(steps, mean, color=colour, lw=1, alpha=0.6)
-        ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.2)
-        blocks = _blocks(values, block).mean(axis=0)
-        centres = np.arange(len(blocks)) * block + (block + 1) / 2
-        ax.plot(centres, blocks, "o-", color=colour, lw=2, label=f"{label} ({block}-step means)")
-    ax.set(xlabel="training step", ylabel="score of the training samples", title=title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with matplotlib.rc_context({"text.parse_math": False}):  # a title is drawn as written, never as mathtext
+        fig, ax = plt.subplots(figsize=(7, 4))
+        steps = np.arange(1, judge.shape[1] + 1)
+        for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):
+            mean = values.mean(axis=0)
+            se = values.std(axis=0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
+            ax.plot(steps, mean, color=colour, lw=1, alpha=0.6)
+            ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.2)
+            blocks = _blocks(values, block).mean(axis=0)
+            centres = np.arange(len(blocks)) * block + (block + 1) / 2
+            ax.plot(centres, blocks, "o-", color=colour, lw=2, label=f"{label} ({block}-step means)")
+        ax.set(xlabel="training step", ylabel="score of the training samples", title=title)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
     plt.close(fig)

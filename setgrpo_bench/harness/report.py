@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import matplotlib
 
@@ -11,6 +13,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from rich.table import Table  # noqa: E402
+
+
+Plot = TypeVar("Plot", bound=Callable[..., Any])
+
+
+def literal_text(plot: Plot) -> Plot:
+    """Draw every string of the figure as written: an agent or benchmark name holding ``$`` is a name,
+    not mathtext (which would fail to parse, or typeset it)."""
+
+    @functools.wraps(plot)
+    def drawn_literally(*args: Any, **kwargs: Any) -> Any:
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return plot(*args, **kwargs)
+
+    return drawn_literally  # type: ignore[return-value]
 
 
 def _smooth(values: np.ndarray, window: int) -> np.ndarray:
@@ -35,6 +52,7 @@ def _line(ax: plt.Axes, steps: np.ndarray, values: np.ndarray, label: str, colou
     ax.plot(steps, _smooth(values, window), color=colour, lw=1.8, label=label + (f" ({window}-step mean)" if window > 1 else ""))
 
 
+@literal_text
 def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Path, title: str) -> None:
     """Training reward (judge) and true score per step, and the held-out eval macro before and after
     training with ±2 SE bars; axes fit the data, the legend sits outside them."""
@@ -56,6 +74,7 @@ def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Pat
     plt.close(fig)
 
 
+@literal_text
 def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha_a: float, alpha: float) -> None:
     """SetGRPO's run at a glance, one question per panel: what it accepted, whether its set covered
     (against 1 − α_a: the step's chosen level when α_a is chosen inside the risk test, else

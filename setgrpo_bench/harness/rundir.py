@@ -29,14 +29,25 @@ METRICS = "metrics.jsonl"
 EVAL = "eval.json"
 EVAL_INITIAL = "eval_initial.json"
 TIMINGS = "timings.json"
+STEP_TIMINGS = "timings.jsonl"
 MANIFEST = "manifest.json"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 LOCK = ".lock"
+SUPERSEDED = "superseded"
+PLOTS = ("curve.png", "setgrpo.png")
 CHECKSUMS = "checksums.json"
 WEIGHTS = "model.safetensors"
-RECORDS = (CONFIG, METRICS, EVAL_INITIAL, EVAL, TIMINGS, MANIFEST)
+RECORDS = (CONFIG, METRICS, EVAL_INITIAL, EVAL, TIMINGS, STEP_TIMINGS, MANIFEST)
 """A finished run's record files: what a board keeps of it to verify its entry (not the weights)."""
+MEASURED_PREFIXES = ("time_", "peak_rss", "gpu_peak_mem")
+"""Per-step fields that are measured (seconds, memory), not computed: they go to ``timings.jsonl``, so
+that two runs of the same config and thread count write byte-identical ``metrics.jsonl`` (older runs
+kept them in ``metrics.jsonl``)."""
+
+
+def is_measured(key: str) -> bool:
+    return key.startswith(MEASURED_PREFIXES)
 
 
 class RunDirError(SetgrpoBenchError):
@@ -87,13 +98,32 @@ def write_text(path: Path, text: str) -> None:
         raise RunDirError(f"cannot write {path}: {_os_reason(exc)}") from None
 
 
-def copy_records(run: Path, destination: Path) -> None:
-    """Copy a run's record files (``RECORDS``, byte for byte, each atomically) into ``destination``."""
+def copy_records(run: Path, destination: Path, names: tuple[str, ...] = RECORDS) -> None:
+    """Copy a run's record files (``names``, byte for byte, each atomically) into ``destination``."""
     destination.mkdir(parents=True, exist_ok=True)
-    for name in RECORDS:
+    for name in names:
         if (run / name).is_file() and (run / name).resolve() != (destination / name).resolve():
             with open(run / name, encoding="utf-8", newline="") as handle:
                 write_text(destination / name, handle.read())
+
+
+def holds_run(root: Path) -> bool:
+    """Whether ``root`` holds a run this package wrote: a ``config.json`` with the run's config (or a
+    damaged one beside the run's metrics or checkpoints). A model folder's ``config.json`` is not one."""
+    path = root / CONFIG
+    if not path.is_file():
+        return False
+    try:
+        saved = read_json(path)
+    except RunDirError:
+        return (root / METRICS).is_file() or (root / CHECKPOINTS).is_dir()
+    return isinstance(saved, dict) and isinstance(saved.get("config"), dict) and "package_version" in saved
+
+
+def _written_by_run(name: str) -> bool:
+    """A name a run writes in its folder (or one of its temporary files, ``.<name>.<random>``)."""
+    known = (*RECORDS, *PLOTS, CHECKPOINTS, SUPERSEDED)
+    return name in known or any(name.startswith(f".{k}.") for k in known)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -113,7 +143,8 @@ def read_json(path: Path) -> Any:
         raise RunDirError(f"{path} is missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise RunDirError(f"{path} is damaged ({where}); restore it, or pass --overwrite to start the run again") from None
+        raise RunDirError(f"{path} is damaged ({where}); restore it (in a run folder, --overwrite starts the run "
+                          "again)") from None
 
 
 def sha256_file(path: Path) -> str:
@@ -157,6 +188,14 @@ def read_metrics(path: Path) -> MetricsFile:
             else:
                 out.bad_lines.append(number)
     return out
+
+
+def step_timings(root: Path) -> list[dict[str, Any]]:
+    """A run's measured per-step fields: from ``timings.jsonl``, or from ``metrics.jsonl`` for runs made
+    before they moved out of it."""
+    if (root / STEP_TIMINGS).is_file():
+        return read_metrics(root / STEP_TIMINGS).records
+    return [{k: v for k, v in r.items() if k == "step" or is_measured(k)} for r in read_metrics(root / METRICS).records]
 
 
 def metrics_problems(metrics: MetricsFile, steps: int) -> list[str]:
@@ -215,8 +254,10 @@ class RunLock:
                 "writer at a time: wait for it to finish, stop it, or choose another --out") from None
         previous = self._holder()
         if previous and previous != os.getpid():
-            warnings.warn(f"{self.root}: took over the lock left by process {previous}, which ended without releasing it",
-                          stacklevel=2)
+            warnings.warn(f"{self.root}: took over the lock; it named process {previous}, which "
+                          + ("no longer runs (it ended without releasing the lock)" if not _running(previous) else
+                             "no longer holds it (that number now belongs to a running process here, or the lock "
+                             "was taken on another machine)"), stacklevel=2)
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(str(os.getpid()))
@@ -244,6 +285,17 @@ class RunLock:
         self.release()
 
 
+def _running(pid: int) -> bool:
+    """Whether a process with this number runs on this machine now (it may not be the one that wrote it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
 class RunDir:
     """Paths and I/O of one run's folder."""
 
@@ -255,11 +307,13 @@ class RunDir:
 
     def prepare(self, config: TrainConfig, *, resume: bool, overwrite: bool) -> bool:
         """Create or reuse the folder (its lock held). Returns True when an existing run is resumed. A
-        run resumes only with the same experiment (any setting but ``steps`` and the deployment fields)."""
-        existing = (self.root / CONFIG).is_file()
+        run resumes only with the same experiment (any setting but ``steps`` and the deployment fields).
+        ``overwrite`` replaces a run this package wrote, and nothing else: a folder holding other files
+        is refused, whatever the flags."""
+        existing = holds_run(self.root)
         if resume and not existing and not overwrite:
-            raise RunDirError(f"--resume: {self.root} holds no run to continue (no {CONFIG}); run without --resume "
-                              "to start it")
+            raise RunDirError(f"--resume: {self.root} holds no run to continue (no {CONFIG} of a run); run without "
+                              "--resume to start it")
         if existing and overwrite:
             self._clear()
             existing = False
@@ -268,25 +322,39 @@ class RunDir:
                 f"{self.root} already holds a run; pass --resume to continue it or --overwrite to replace it"
             )
         if existing:
-            saved = read_json(self.root / CONFIG).get("config")
-            if not isinstance(saved, dict):
-                raise RunDirError(f"{self.root / CONFIG} holds no run config; restore it or pass --overwrite")
+            saved = read_json(self.root / CONFIG)["config"]
             changed = {k: (saved.get(k), v) for k, v in config.experiment().items() if saved.get(k) != v and k != "steps"}
             if changed:
                 raise RunDirError(f"cannot resume {self.root} with a different config: {changed} (saved, given)")
             return True
-        if any(p.name != LOCK for p in self.root.iterdir()):
-            if not overwrite:
-                raise RunDirError(f"{self.root} is not empty and holds no run; choose another --out or pass --overwrite")
-            self._clear()
+        others = sorted(p.name for p in self.root.iterdir() if p.name != LOCK)
+        if others:
+            listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            raise RunDirError(f"{self.root} is not empty and holds no run of this package ({listed}); choose another "
+                              "--out (a run folder starts empty, and --overwrite replaces only a run)")
         return False
 
     def _clear(self) -> None:
-        """Remove everything but the lock (which this process holds)."""
+        """Remove the files a run writes (the lock, which this process holds, aside); anything else in
+        the folder was not written by a run and stays."""
         for child in self.root.iterdir():
-            if child.name == LOCK:
+            if child.name == LOCK or not _written_by_run(child.name):
                 continue
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+
+    def set_aside(self, steps: int) -> Path | None:
+        """Move the results of the finished ``steps``-step run (evaluation, timings, manifest, and a copy
+        of its config) to ``superseded/steps<steps>/`` before the run is extended: nothing it produced is
+        lost if the extension fails. None when there was no result to keep."""
+        if not (self.root / EVAL).is_file():
+            return None
+        kept = self.root / SUPERSEDED / f"steps{steps}"
+        kept.mkdir(parents=True, exist_ok=True)
+        copy_records(self.root, kept, names=(CONFIG,))
+        for name in (EVAL, TIMINGS, MANIFEST):
+            if (self.root / name).is_file():
+                os.replace(self.root / name, kept / name)
+        return kept
 
     # ---- metrics
     def append_metrics(self, record: dict[str, Any]) -> None:
@@ -300,6 +368,14 @@ class RunDir:
 
     def read_metrics(self) -> MetricsFile:
         return read_metrics(self.root / METRICS)
+
+    def append_timings(self, record: dict[str, Any]) -> None:
+        """One step's measured fields (``is_measured``), appended to ``timings.jsonl``."""
+        try:
+            with (self.root / STEP_TIMINGS).open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(finite_json(record), sort_keys=True, allow_nan=False) + "\n")
+        except OSError as exc:
+            raise RunDirError(f"cannot write {self.root / STEP_TIMINGS}: {_os_reason(exc)}") from None
 
     def metrics(self) -> list[dict[str, Any]]:
         """The intact records (for reading; ``keep_metrics`` decides what a resumed run keeps)."""
@@ -316,6 +392,9 @@ class RunDir:
                 f"cannot resume {self.root}: {METRICS} does not record the steps up to the checkpoint (step {last_step}): "
                 + "; ".join(problems) + f". Restore {METRICS}, or pass --overwrite to start the run again")
         write_text(self.root / METRICS, "".join(json.dumps(r, sort_keys=True) + "\n" for r in below.records))
+        timings = read_metrics(self.root / STEP_TIMINGS).records  # measured, not results: damage is dropped
+        write_text(self.root / STEP_TIMINGS, "".join(json.dumps(r, sort_keys=True) + "\n" for r in timings
+                                                     if r["step"] <= last_step))
         return [r["step"] for r in metrics.records if r["step"] > last_step]
 
     # ---- checkpoints

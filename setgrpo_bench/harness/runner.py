@@ -19,9 +19,9 @@ from transformers import __version__ as transformers_version
 from .. import __version__
 from ..agents.config import TrainConfig
 from ..agents.plugins import plugins_used
-from ..agents.presets import preset_paths
+from ..agents.presets import catalog_presets
 from ..errors import SetgrpoBenchError
-from ..hashing import stable_hash
+from ..hashing import code_fingerprint, stable_hash
 from ..policy import load_policy
 from ..policy.embedded import cache_root
 from ..policy.engine import RolloutEngine
@@ -34,16 +34,20 @@ from .rundir import (
     CONFIG,
     EVAL,
     EVAL_INITIAL,
-    MANIFEST,
     METRICS,
     TIMINGS,
     RunDir,
     RunDirError,
     checksum_problems,
+    finite_json,
+    holds_run,
+    is_measured,
     metrics_problems,
     read_json,
+    step_timings,
     write_json,
 )
+from .state_file import StateFileError, load_state, save_state
 from .suite import make_envs, suite_fingerprint, suite_parts
 from .sweep import available_cores
 from .trainer import Trainer, charge_warmup
@@ -61,7 +65,7 @@ def save_checkpoint(rundir: RunDir, trainer: Trainer, step: int) -> None:
     try:
         trainer.policy.model.save_pretrained(staging)
         trainer.policy.tokenizer.save_pretrained(staging)
-        torch.save({"step": step, "trainer": trainer.state_dict()}, staging / "trainer_state.pt")
+        save_state(staging / "trainer_state.pt", {"step": step, "trainer": trainer.state_dict()})
     except (OSError, RuntimeError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         free = shutil.disk_usage(rundir.root).free / 2**20
@@ -84,10 +88,12 @@ def load_checkpoint(folder: Path, trainer: Trainer) -> int:
     if damaged:
         raise CheckpointError("; ".join(damaged))
     try:
+        state = load_state(folder / "trainer_state.pt")  # plain data only: a crafted pickle is refused unread
         model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")
-        state = torch.load(folder / "trainer_state.pt", weights_only=False)
         trainer.policy.model.load_state_dict(model.state_dict())
         trainer.load_state_dict(state["trainer"])
+    except StateFileError as exc:
+        raise CheckpointError(str(exc)) from None
     except Exception as exc:  # a damaged file: any reader may fail in its own way  # noqa: BLE001
         raise CheckpointError(f"{folder} is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
     return int(state["step"])
@@ -127,18 +133,21 @@ def run(
     overwrite: bool = False,
     console: Console | None = None,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    reuse_initial: bool = True,
 ) -> dict[str, Any]:
     """Train and evaluate; returns the content of ``eval.json``. ``on_step(step, metrics)`` is called
-    after each step's metrics and checkpoint are on disk."""
+    after each step's metrics and checkpoint are on disk. ``reuse_initial`` False computes the initial
+    evaluation even when the cache holds it (an audit re-executes everything)."""
     console = console or Console()
     keep_freed_memory()
     rundir = RunDir(out)
     with rundir.lock():
-        return _run(config, rundir, resume=resume, overwrite=overwrite, console=console, on_step=on_step)
+        return _run(config, rundir, resume=resume, overwrite=overwrite, console=console, on_step=on_step,
+                    reuse_initial=reuse_initial)
 
 
 def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, console: Console,
-         on_step: Callable[[int, dict[str, Any]], None] | None) -> dict[str, Any]:
+         on_step: Callable[[int, dict[str, Any]], None] | None, reuse_initial: bool) -> dict[str, Any]:
     resumed = rundir.prepare(config, resume=resume, overwrite=overwrite)
     set_threads(config.rollout.threads)
     envs = make_envs(config)
@@ -165,7 +174,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
     if initial_path.is_file():
         initial = read_json(initial_path)
     else:
-        initial = _initial_evaluation(config, trainer.engine, envs, policy.fingerprint(), console)
+        initial = _initial_evaluation(config, trainer.engine, envs, policy.fingerprint(), console, reuse=reuse_initial)
         write_json(initial_path, initial)
     t0 = time.perf_counter()
     _train(config, rundir, trainer, start, console, on_step)
@@ -188,7 +197,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
     }
     write_json(rundir.root / EVAL, result)
     write_json(rundir.root / TIMINGS, {  # measured, not computed: kept out of eval.json
-        "train_seconds": sum(r["time_step"] for r in records), "train_seconds_this_process": t1 - t0,
+        "train_seconds": sum(r["time_step"] for r in step_timings(rundir.root)), "train_seconds_this_process": t1 - t0,
         "final_eval_seconds": time.perf_counter() - t1, "threads": torch.get_num_threads(),
     })
     rundir.write_manifest()
@@ -211,12 +220,12 @@ def _update_steps(rundir: RunDir, config: TrainConfig, console: Console) -> None
         raise RunDirError(f"--steps {config.run.steps}: {rundir.root} has already trained {logged} steps; a run is not "
                           "shortened (start a new one with --out, or pass --steps >= its steps)")
     if before != config.run.steps:
+        kept = rundir.set_aside(before)  # the shorter run's result stays, whatever happens next
         saved["config"]["steps"] = config.run.steps
         write_json(rundir.root / CONFIG, saved)
-        for stale in (EVAL, TIMINGS, MANIFEST):  # a result of the shorter run is no longer this run's
-            (rundir.root / stale).unlink(missing_ok=True)
         console.print(f"[yellow]note:[/] {rundir.root} now trains for {config.run.steps} steps (it was configured for "
-                      f"{before}); {CONFIG} updated", highlight=False, soft_wrap=True)
+                      f"{before}); {CONFIG} updated" + (f", the {before}-step result kept in {kept}" if kept else ""),
+                      highlight=False, soft_wrap=True)
 
 
 def set_threads(threads: int) -> int:
@@ -248,25 +257,35 @@ def _evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, title: s
 
 
 def plugins_of(config: TrainConfig) -> list[dict[str, str]]:
-    """The installed plugins whose rule, agent class or preset the run uses (name, version, source hash)."""
+    """The installed plugins and catalog preset files the run uses (name, version, source hash)."""
     c = config.coefficients
-    return plugins_used(c.rule, c.selector, preset_paths().get(config.run.agent))
+    return plugins_used(c.rule, c.selector, catalog_presets(config.run.agent))
 
 
 def _initial_evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, policy_hash: str,
-                        console: Console) -> dict[str, Any]:
-    """The initial policy's evaluation depends only on the policy, the suite, the sampling settings
-    and the seed, not on the agent: it is computed once and kept in the cache for every agent."""
+                        console: Console, *, reuse: bool = True) -> dict[str, Any]:
+    """The initial policy's evaluation depends only on the policy, the suite, the sampling settings,
+    the seed, the thread count and the code, not on the agent: it is computed once and kept in the cache
+    for every agent, under a key of all of these. A cached file is used only when its content still has
+    the hash written with it; ``reuse`` False (an audit) always computes it."""
     r = config.rollout
     key = stable_hash({"policy": policy_hash, "suite": suite_fingerprint(config), "seed": config.run.seed,
-                       "sampling": [r.engine, r.temperature, r.top_p, r.max_new_tokens], "version": __version__})
+                       "sampling": [r.engine, r.temperature, r.top_p, r.max_new_tokens], "version": __version__,
+                       "code": code_fingerprint(), "threads": torch.get_num_threads()})
     path = cache_root() / "evaluations" / f"{key[:24]}.json"
-    if path.is_file():
-        console.print(f"initial evaluation: reused from {path}", highlight=False, soft_wrap=True)
-        return read_json(path)
+    if reuse and path.is_file():
+        try:
+            cached = read_json(path)
+        except RunDirError:
+            cached = None
+        if isinstance(cached, dict) and cached.get("key") == key and cached.get("sha256") == stable_hash(cached.get("evaluation")):
+            console.print(f"initial evaluation: reused from {path}", highlight=False, soft_wrap=True)
+            return cached["evaluation"]
+        console.print(f"[yellow]note:[/] {path} is not the evaluation its key names (edited or damaged); computing it "
+                      "again", highlight=False, soft_wrap=True)
     initial = _evaluation(config, engine, envs, "evaluating the initial policy", console)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, initial)
+    write_json(path, {"key": key, "sha256": stable_hash(finite_json(initial)), "evaluation": initial})
     return initial
 
 
@@ -287,7 +306,8 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
             metrics = {"step": step, **metrics, "time_step": time.perf_counter() - t0}
             if warmup is not None:
                 metrics, warmup = charge_warmup(metrics, warmup), None
-            rundir.append_metrics(metrics)
+            rundir.append_metrics({k: v for k, v in metrics.items() if not is_measured(k)})
+            rundir.append_timings({k: v for k, v in metrics.items() if k == "step" or is_measured(k)})
             if step % config.run.checkpoint_every == 0 or step == config.run.steps:
                 save_checkpoint(rundir, trainer, step)
             live = f"reward {metrics['reward']:.3f}  true {metrics['true_score']:.3f}"
@@ -298,8 +318,11 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
 
 def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:
     """Held-out evaluation of any policy (e.g. one trained elsewhere, with TRL) exactly as ``run``
-    evaluates its own: writes and returns ``<out>/eval.json``."""
+    evaluates its own: writes and returns ``<out>/eval.json``. A run's folder is refused: its
+    ``eval.json`` is that run's result."""
     console = console or Console()
+    if holds_run(Path(out)):
+        raise RunDirError(f"{out} holds a run, whose eval.json is its result; choose another --out for this evaluation")
     set_threads(config.rollout.threads)
     envs = make_envs(config)
     policy = load_policy(config.rollout.policy, config.rollout.device)

@@ -47,6 +47,7 @@ from ..agents.config import SetGRPOSettings, build_settings
 from ..agents.setgrpo import SetGRPOAgent
 from ..errors import ConfigError
 from ..harness.geometry import GradientGeometry
+from ..harness.state_file import load_state, save_state
 from ..policy.engine import Rollout
 
 TESTED_TRL = ("1.16.",)
@@ -116,14 +117,14 @@ class SetGRPOTrainer(GRPOTrainer):
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
             folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-            torch.save({"agent": self.agent.state_dict(), "audit_rng": self.audit_rng.bit_generator.state},
-                       os.path.join(folder, WINDOW_FILE))
+            save_state(os.path.join(folder, WINDOW_FILE),
+                       {"agent": self.agent.state_dict(), "audit_rng": self.audit_rng.bit_generator.state})
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: ANN001, ANN202
         super()._load_optimizer_and_scheduler(checkpoint)
         path = os.path.join(checkpoint, WINDOW_FILE) if checkpoint is not None else None
         if path is not None and os.path.exists(path):
-            state = torch.load(path, weights_only=False)  # our own file: numpy arrays of the window
+            state = load_state(path)  # plain data only: a crafted pickle is refused unread
             self.agent.load_state_dict(state["agent"])
             self.audit_rng.bit_generator.state = state["audit_rng"]
 

@@ -24,6 +24,7 @@ from ..agents.config import parse_levels  # noqa: E402
 from ..agents.presets import preset_paths  # noqa: E402
 from ..agents.protocol import Protocol, load_protocol  # noqa: E402
 from ..errors import SetgrpoBenchError  # noqa: E402
+from ..harness.report import literal_text  # noqa: E402
 from ..harness.rundir import write_text  # noqa: E402
 from .aggregate import SEED_LEVEL_SCHEMA  # noqa: E402
 from .submission import check_submission  # noqa: E402
@@ -361,6 +362,7 @@ def _colours(submissions: list[dict[str, Any]]) -> dict[str, Any]:
     return {agent: palette[i % len(palette)] for i, agent in enumerate(agents)}
 
 
+@literal_text
 def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, str]:
     """Base64 PNGs: macro with CI bars, learning curves, coverage calibration, risk vs α."""
     out = {}

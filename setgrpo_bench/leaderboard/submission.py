@@ -18,7 +18,7 @@ from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..harness.overoptimisation import curves, overoptimisation
 from ..harness.pooled import pool_seeds
-from ..harness.rundir import MANIFEST, RunDirError, read_json, read_metrics
+from ..harness.rundir import MANIFEST, RunDirError, read_json, read_metrics, step_timings
 from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
 from ..hashing import stable_hash
 from ..policy.embedded import tiny_path
@@ -143,7 +143,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         "grader_calls_per_step": float(np.mean([r["grader_calls"] / max(r["steps"], 1) for _, _, r, _ in read])),
         "grader_cost_per_step": float(np.mean([r.get("grader_cost", r["grader_calls"]) / max(r["steps"], 1)
                                                for _, _, r, _ in read])),
-        "wall_time_s": float(np.mean([sum(row["time_step"] for row in m) for *_, m in read])),
+        "wall_time_s": float(np.mean([sum(row["time_step"] for row in step_timings(folder)) for folder, *_ in read])),
         "curves": {"step": list(range(1, steps + 1)), "true_score": curve("true_score"), "reward": curve("reward")},
         "versions": {"package": first["package_version"], "torch": first["torch"], "python": first["python"],
                      **({"transformers": first["transformers"]} if "transformers" in first else {})},

@@ -53,6 +53,22 @@ def task_from_line(obj: Mapping[str, Any], *, benchmark: str, domain: str, split
     return TaskInstance(task.id, task.prompt, task.rubric, {**metadata, **task.metadata})
 
 
+def _inside(root: Path, name: str, *, source: str | None, field: str) -> Path:
+    """``root / name``, refused unless it stays inside the benchmark's folder ``root``: a relative path
+    without ``..`` whose real location (symlinks followed) is under ``root``. A spec from a catalog must
+    not make the package read files elsewhere on the machine."""
+    relative = Path(str(name))
+    if relative.is_absolute() or ".." in relative.parts:
+        raise SpecError(f"{str(name)!r} must be a path inside the benchmark's folder {str(root)!r} (relative, "
+                        "without '..')", file=source, field=field)
+    path = root / relative
+    real_root = root.resolve()
+    if path.exists() and real_root != path.resolve() and real_root not in path.resolve().parents:
+        raise SpecError(f"{str(name)!r} leads outside the benchmark's folder {str(root)!r} (a symlink to "
+                        f"{str(path.resolve())!r}); copy the file into the folder", file=source, field=field)
+    return path
+
+
 class FileBenchmark(Benchmark):
     """Fixed instances from JSONL: ``tasks`` (one file, each line with a ``split``) or ``files``
     (one file per split)."""
@@ -68,7 +84,7 @@ class FileBenchmark(Benchmark):
         self._hash = hashlib.sha256()
         files = {None: spec["tasks"]} if "tasks" in spec else dict(spec["files"])
         for split, name in files.items():
-            path = root / name
+            path = _inside(root, name, source=source, field="files" if split else "tasks")
             if not path.is_file():
                 raise SpecError(f"no such file {str(path)!r}", file=source, field="files" if split else "tasks")
             self._hash.update(path.read_bytes())
