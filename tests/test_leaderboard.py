@@ -98,7 +98,7 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
     assert written.parent == board / "results"
     readme = (board / "README.md").read_text()
     assert "| 1 | grpo |" in readme
-    kept = board / "runs" / json.loads(written.read_text())["suite"]["noise"] / "grpo"  # the records, not the weights
+    kept = board / "runs" / json.loads(written.read_text())["name"]  # its own records, not the weights
     assert all(sorted(p.name for p in (kept / f"seed{seed}").iterdir()) == sorted(RECORDS) for seed in (0, 1))
     assert all((kept / "seed1" / name).read_bytes() == (runs / "grpo" / "seed1" / name).read_bytes() for name in RECORDS)
     assert "rebuilt from its runs" in readme  # the board verified the entry from the kept records
@@ -133,6 +133,28 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "grpo" in out and "rejected tampered.json" in out
     assert not (board / "README.md").exists()  # show reads the board, it does not rebuild it
+
+
+def test_an_entry_owns_its_records_and_its_seeds_are_zero_to_k(runs, small_policy, tmp_path):
+    """Publishing an entry never writes into another's records (each lives under runs/<entry name>/),
+    and seeds other than 0..k−1 are refused: none can be picked for its result."""
+    board = tmp_path / "board"
+    [first] = publish([runs], board)
+    mine = board / "runs" / json.loads(first.read_text())["name"]
+    before = {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()}
+    other = tmp_path / "other"
+    for seed in (0, 1, 2):  # the same agent and judge with another setting: a second entry beside the first
+        run(resolve_config("grpo", {**SMALL, "policy": small_policy, "seed": seed, "lr": 1e-3}), other / f"seed{seed}")
+    [second] = publish([other / "seed0", other / "seed1"], board, name="grpo-lr")
+    assert {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in (board / "runs" / "grpo-lr").iterdir()) == ["seed0", "seed1"]
+    with pytest.raises(SubmissionError, match=r"seeds: \[0, 2\]; an entry's seeds are 0..k−1"):
+        publish([other / "seed0", other / "seed2"], board, name="grpo-lr", replace=True)
+    assert publish([other / "seed0", other / "seed1", other / "seed2"], board, name="grpo-lr", replace=True) == [second]
+    assert sorted(p.name for p in (board / "runs" / "grpo-lr").iterdir()) == ["seed0", "seed1", "seed2"]
+    assert {p: p.read_bytes() for p in mine.rglob("*") if p.is_file()} == before
+    frame, rejected = build_board(board)
+    assert rejected == [] and sorted(frame["name"]) == sorted([json.loads(first.read_text())["name"], "grpo-lr"])
 
 
 def test_publish_refuses_unfinished_mixed_and_repeated_seed_runs(runs, tmp_path):
@@ -289,11 +311,10 @@ def test_an_archived_board_keeps_what_its_runs_reproduce_on_an_earlier_suite(run
 
     live = tmp_path / "live"
     [written] = publish([runs], live)
-    noise = json.loads(written.read_text())["suite"]["noise"]
     archived = live / "v1"
     (archived / "results").mkdir(parents=True)
     shutil.copy(written, archived / "results" / written.name)
-    shutil.copytree(runs / "grpo", archived / "runs" / noise / "grpo")
+    shutil.copytree(runs / "grpo", archived / "runs" / json.loads(written.read_text())["name"])
     (archived / "ARCHIVED.md").write_text("Archived: made on an earlier suite.\n")
     monkeypatch.setattr(submission_module, "current_suite_hash", lambda submission: "1" * 64)  # the suite moved on
     assert "different suite" in dict(build_board(live)[1])[written.name]

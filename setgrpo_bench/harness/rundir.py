@@ -98,6 +98,27 @@ def write_text(path: Path, text: str) -> None:
         raise RunDirError(f"cannot write {path}: {_os_reason(exc)}") from None
 
 
+def write_texts(texts: dict[Path, str]) -> None:
+    """Replace several text files together: every new content is written to a temporary file first (a
+    full disk fails there, replacing nothing), then each is renamed over its file."""
+    staged: dict[Path, str] = {}
+    try:
+        for path, text in texts.items():
+            fd, staged[path] = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _share(staged[path])
+    except OSError as exc:
+        for tmp in staged.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise RunDirError(f"cannot write {', '.join(str(p) for p in texts)}: {_os_reason(exc)}; none was replaced") from None
+    for path, tmp in staged.items():
+        os.replace(tmp, path)
+
+
 def copy_records(run: Path, destination: Path, names: tuple[str, ...] = RECORDS) -> None:
     """Copy a run's record files (``names``, byte for byte, each atomically) into ``destination``."""
     destination.mkdir(parents=True, exist_ok=True)

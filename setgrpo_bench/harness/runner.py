@@ -163,6 +163,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
             "policy_hash": policy.fingerprint(), "suite_hash": suite_fingerprint(config), "suite_parts": suite_parts(config),
             "envs": [e.benchmark.name for e in envs], "domains": {e.benchmark.name: e.domain for e in envs},
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
+            "machine": machine(),
             "oracle": config.grading.oracle,
             **({"plugins": used} if (used := plugins_of(config)) else {}),
         })
@@ -226,6 +227,20 @@ def _update_steps(rundir: RunDir, config: TrainConfig, console: Console) -> None
         console.print(f"[yellow]note:[/] {rundir.root} now trains for {config.run.steps} steps (it was configured for "
                       f"{before}); {CONFIG} updated" + (f", the {before}-step result kept in {kept}" if kept else ""),
                       highlight=False, soft_wrap=True)
+
+
+def machine() -> dict[str, str]:
+    """What a run's floating-point results depend on besides its config and code: the CPU model and the
+    kernels torch picks for it (AVX2 and AVX-512 kernels sum in different orders), and the accelerator.
+    Runs re-execute bit for bit on the same kind of machine only; an audit compares this first."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "gpu": gpu}
 
 
 def set_threads(threads: int) -> int:

@@ -25,36 +25,21 @@ from ..agents.presets import preset_paths  # noqa: E402
 from ..agents.protocol import Protocol, load_protocol  # noqa: E402
 from ..errors import SetgrpoBenchError  # noqa: E402
 from ..harness.report import literal_text  # noqa: E402
-from ..harness.rundir import write_text  # noqa: E402
+from ..harness.rundir import write_texts  # noqa: E402
 from .aggregate import SEED_LEVEL_SCHEMA  # noqa: E402
+from .layout import ARCHIVED, RESULTS, RUNS, archive_note, archived_boards  # noqa: E402,F401 (the board's layout)
+from .audit import NOT_REPRODUCED, describe, failure, latest_audit, runs_key  # noqa: E402
+from .provenance import preset_problems  # noqa: E402
 from .submission import check_submission  # noqa: E402
 from .verify import verify_entry  # noqa: E402
 
-RESULTS = "results"
-RUNS = "runs"
-ARCHIVED = "ARCHIVED.md"
-"""A board folder holding this file is archived: a board of an earlier suite, kept readable. Its text
-(why and when it was archived) opens the page; its entries are checked against their runs and their
-protocol, not against today's suite, and nothing more can be published to it."""
-
-
-def archive_note(board: str | Path) -> str | None:
-    """The archive note of ``board`` (None for a live board)."""
-    path = Path(board) / ARCHIVED
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
-
-
-def archived_boards(board: str | Path) -> list[Path]:
-    """The archived boards kept inside ``board`` (``<board>/v1/`` …), oldest first."""
-    return sorted((p.parent for p in Path(board).glob(f"*/{ARCHIVED}")), key=lambda p: p.name)
-
-
 def load_board(board: str | Path, runs: str | Path | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """(accepted submissions, [(file, reason) for each rejected file]). Each entry is checked on its own
-    (``check_submission``) and against its runs under ``runs`` (default ``<board>/runs``) when they are
-    there: an entry that contradicts its runs is rejected; one whose runs are absent is accepted with
-    ``verified`` False (the page says so). On an archived board every entry must be rebuilt from its runs,
-    which stand in for today's suite."""
+    (``check_submission``), against its preset when it was made under a protocol, against its runs
+    under ``runs`` (default ``<board>/runs``) when they are there, and against its latest audit (an
+    entry whose audit failed is rejected). An entry whose runs are absent is accepted with ``verified``
+    False (the page lists it apart, unranked); two entries with the same runs are refused. On an
+    archived board every entry must be rebuilt from its runs, which stand in for today's suite."""
     archived = archive_note(board) is not None
     runs = Path(board) / RUNS if runs is None else Path(runs)
     accepted, rejected, names = [], [], {}
@@ -67,16 +52,39 @@ def load_board(board: str | Path, runs: str | Path | None = None) -> tuple[list[
         problems = check_submission(data, current=not archived)
         if not problems and data["name"] in names:
             problems = [f"duplicate of {names[data['name']]} (same name {data['name']!r})"]
+        if not problems and not archived and "protocol" in data:  # a board compares presets, as publish checks
+            problems = preset_problems({**data["config"], "seed": data["seeds"][0]})
         verdict = verify_entry(data, runs) if not problems else None
         problems += verdict or []
         if archived and not problems and verdict is None:
             problems = [f"its runs are not under {runs}: an archived board keeps only entries its runs reproduce"]
+        audit = latest_audit(data, board) if not problems else None
+        if audit is not None and audit["result"] == NOT_REPRODUCED:
+            problems = [failure(audit)]
         if problems:
             rejected.append((path.name, "; ".join(problems)))
             continue
         names[data["name"]] = path.name
-        accepted.append({**data, "verified": verdict is not None})
-    return accepted, rejected
+        accepted.append({**data, "verified": verdict is not None, "audit": audit, "file": path.name})
+    return _one_entry_per_runs(accepted, rejected)
+
+
+def _one_entry_per_runs(accepted: list[dict[str, Any]], rejected: list[tuple[str, str]]
+                        ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """Two entries with the same runs (their manifests) are one result counted twice: the first published
+    of those rebuilt from runs on the board keeps them, every other is refused."""
+    owners: dict[str, dict[str, Any]] = {}
+    for entry in sorted(accepted, key=lambda e: (not e["verified"], e.get("date", ""), e["file"])):
+        if "runs" in entry:
+            owners.setdefault(runs_key(entry), entry)
+    kept = []
+    for entry in accepted:
+        owner = owners.get(runs_key(entry)) if "runs" in entry else None
+        if owner is not None and owner is not entry:
+            rejected.append((entry["file"], f"has the same runs as {owner['file']}: an entry's runs are its own"))
+        else:
+            kept.append(entry)
+    return kept, sorted(rejected)
 
 
 def missing_cells(frame: pd.DataFrame, presets: Sequence[str], protocol: Protocol) -> list[str]:
@@ -215,7 +223,7 @@ COLUMNS = {
     "judge − true at end": "the judge's minus the true score of the training batch in the last 20-step block",
     "judge cost / step": "judge calls per step, a reference call counted at its cost",
     "wall time (s)": "seconds of training per run (sum of step times), mean over seeds",
-    "runs": "whether the entry was rebuilt from its runs in runs/<profile>/<agent>/seed<k>/ by today's code",
+    "runs": "whether the entry was rebuilt from its runs in runs/<entry name>/seed<k>/ by today's code",
 }
 """What each board column means (the page and the README carry it)."""
 INDEPENDENT_SE = ("held-out true rubric score, unweighted mean over benchmarks; SE across seeds √(Σ se_k²)/K (schema ≤ 4 "
@@ -298,12 +306,26 @@ def entry_provenance(submissions: list[dict[str, Any]]) -> pd.DataFrame:
         "git": (s.get("git_hash") or "—")[:10],
         "plugins": ", ".join(f"{p['name']} {p['version']} ({p['source_hash'][:10]})" for p in s.get("plugins", [])) or "—",
         "runs": "rebuilt from its runs" if s.get("verified") else "unverified (runs not here)",
+        "audit (re-execution)": describe(s.get("audit")),
         "command": s.get("command", "—"),
     } for s in submissions])
 
 
+APART = ("Entries whose runs are not on this board: their numbers could not be rebuilt from runs, so they are "
+         "not ranked and not in the verdicts.")
+
+
+def apart_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
+    """The entries listed apart (no runs on the board): name, judge, seeds and their claimed macro score."""
+    return pd.DataFrame([{"entry": s["name"], "agent": s["agent"], "judge": s["suite"]["noise"],
+                          "seeds": ", ".join(map(str, s["seeds"])),
+                          "claimed macro ± SE": f"{s['macro']['true_score']:.3f} ± {s['macro']['true_score_se']:.3f}"}
+                         for s in submissions])
+
+
 def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
-             note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = ()) -> str:
+             note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
+             apart: Sequence[dict[str, Any]] = ()) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
     opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
     the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
@@ -331,6 +353,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         lines += ["## Provenance", "", *_markdown_table(entry_provenance(submissions))]
         if note := provenance(submissions):
             lines += ["", f"**{note}**"]
+    if apart:
+        lines += ["", "## Not ranked: runs not on this board", "", APART, "", *_markdown_table(apart_frame(list(apart)))]
     if rejected:
         lines += ["", "## Rejected files", ""] + [f"- `{f}`: {reason}" for f, reason in rejected]
     return "\n".join(lines) + "\n"
@@ -362,6 +386,13 @@ def _colours(submissions: list[dict[str, Any]]) -> dict[str, Any]:
     return {agent: palette[i % len(palette)] for i, agent in enumerate(agents)}
 
 
+def _bars(rows: pd.DataFrame) -> list[np.ndarray]:
+    """The CI as error-bar lengths below and above the estimate (a CI of identical seeds, [m, m], can sit a
+    rounding error inside its estimate; a length is never negative)."""
+    return [np.maximum(0.0, (rows["macro"] - rows["ci_low"]).to_numpy(float)),
+            np.maximum(0.0, (rows["ci_high"] - rows["macro"]).to_numpy(float))]
+
+
 @literal_text
 def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, str]:
     """Base64 PNGs: macro with CI bars, learning curves, coverage calibration, risk vs α."""
@@ -374,7 +405,7 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     for ax, profile in zip(axes[:, 0], profiles):  # one panel per training judge: an agent appears once in each
         rows = frame[frame["noise"] == profile]
         y = list(range(len(rows)))[::-1]
-        ax.errorbar(rows["macro"], y, xerr=[rows["macro"] - rows["ci_low"], rows["ci_high"] - rows["macro"]],
+        ax.errorbar(rows["macro"], y, xerr=_bars(rows),
                     fmt="o", capsize=3)
         ax.set_yticks(y, [f"{a}{' (oracle)' if o else ''}" for a, o in zip(rows["agent"], rows["oracle"])])
         ax.set_ylim(-0.6, len(rows) - 0.4)
@@ -492,7 +523,7 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
         rows = rows.set_index("noise").reindex(profiles)
         shift = 0.5 * (trained.index(agent) / max(len(trained) - 1, 1) - 0.5)  # agents side by side, ±0.25
         xs = [x[n] + shift for n in profiles]
-        ax.errorbar(xs, rows["macro"], yerr=[rows["macro"] - rows["ci_low"], rows["ci_high"] - rows["macro"]],
+        ax.errorbar(xs, rows["macro"], yerr=_bars(rows),
                     fmt="o-", ms=4, capsize=2, color=colour.get(agent),
                     label=f"{agent}{' (oracle)' if rows['oracle'].any() else ''}")
     ax.set_xticks(range(len(profiles)), profiles)
@@ -504,7 +535,8 @@ def robustness_plot(frame: pd.DataFrame, profiles: list[str], colour: dict[str, 
 
 
 def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
-              note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = ()) -> str:
+              note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
+              apart: Sequence[dict[str, Any]] = ()) -> str:
     """A self-contained page: the table and plots inline, no scripts, no network."""
     body = ["<h1>setgrpo_bench leaderboard</h1>"]
     if note:
@@ -538,6 +570,9 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             body.append(f"<p id='missing'>Not yet on the board ({len(missing)} cells): {html.escape('; '.join(missing))}.</p>")
         body.append("<h2>Provenance</h2>" + entry_provenance(submissions).to_html(index=False, escape=True, classes="board",
                                                                                  border=0))
+    if apart:
+        body.append(f"<h2 id='apart'>Not ranked: runs not on this board</h2><p>{html.escape(APART)}</p>"
+                    + apart_frame(list(apart)).to_html(index=False, escape=True, classes="board", border=0))
     if rejected:
         body.append("<h2>Rejected files</h2><ul>" + "".join(
             f"<li><code>{html.escape(f)}</code>: {html.escape(r)}</li>" for f, r in rejected) + "</ul>")
@@ -550,17 +585,17 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
 
 def build_board(board: str | Path, runs: str | Path | None = None) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """Write ``README.md`` and ``index.html`` of the board (entries checked against ``runs``, default
-    ``<board>/runs``); returns (table, rejected files)."""
+    ``<board>/runs``), both or neither; returns (table of the ranked entries, rejected files). Entries
+    whose runs are not on the board are listed apart, unranked."""
     board = Path(board)
     submissions, rejected = load_board(board, runs)
-    frame = board_frame(submissions)
-    ordered = sorted(submissions, key=lambda s: list(frame["name"]).index(s["name"])) if submissions else []
+    apart = [s for s in submissions if not s["verified"]]
+    ranked = [s for s in submissions if s["verified"]]
+    frame = board_frame(ranked)
+    ordered = sorted(ranked, key=lambda s: list(frame["name"]).index(s["name"])) if ranked else []
     note = archive_note(board)
     context = {"note": note, "earlier": [p.name for p in archived_boards(board)],
-               "missing": [] if note else still_to_run(frame, submissions)}
-    pages = {"README.md": markdown(frame, rejected, ordered, **context),
-             "index.html": html_page(frame, rejected, ordered, **context)}
-    for name, text in pages.items():  # both are complete before either file is replaced
-        write_text(board / name, text)
+               "missing": [] if note else still_to_run(frame, ranked), "apart": apart}
+    write_texts({board / "README.md": markdown(frame, rejected, ordered, **context),
+                 board / "index.html": html_page(frame, rejected, ordered, **context)})
     return frame, rejected
-

@@ -5,8 +5,8 @@ Three layers of checks, each returning every problem as a sentence:
   run_problems      one run folder: metrics cover its steps once each; its evaluation's averages,
                     judge calls and SetGRPO statistics are what its own per-benchmark scores and
                     metrics give
-  entry_problems    one entry: its macro and domain scores, standard errors and intervals agree with
-                    its per-benchmark results
+  entry_problems    one entry: its seeds are 0..k−1, and its macro and domain scores, standard errors
+                    and intervals agree with its per-benchmark results
   preset_problems   a protocol run is the preset it is named after (nothing but the seed, the judge
                     profile and where it ran differs)
 Publishing also requires each run's manifest to match its files (``harness.rundir.manifest_problems``),
@@ -108,6 +108,10 @@ def entry_problems(entry: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}.true_score_ci [{low}, {high}] does not contain its estimate {value['true_score']}")
     if len(entry["seeds"]) < 2:
         problems.append(f"seeds: {len(entry['seeds'])} seed; a standard error across seeds needs at least 2")
+    elif entry["seeds"] != list(range(len(entry["seeds"]))):
+        problems.append(f"seeds: {entry['seeds']}; an entry's seeds are 0..k−1 ({list(range(len(entry['seeds'])))} for "
+                        f"{len(entry['seeds'])} seeds), so that none can be chosen for its result: run the missing seeds "
+                        "and publish all of them")
     return problems
 
 

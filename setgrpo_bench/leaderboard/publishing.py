@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..harness.rundir import copy_records, manifest_problems, read_json, write_json
-from .board import ARCHIVED, RESULTS, RUNS, archive_note, build_board
+from .board import build_board
+from .layout import ARCHIVED, RESULTS, RUNS, archive_note
 from .provenance import preset_problems
 from .submission import SubmissionError, check_submission, make_submission, run_folders
 from .verify import entry_runs
@@ -27,8 +29,9 @@ def _existing(results: Path) -> list[tuple[Path, dict[str, Any]]]:
 def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None = None,
             command: str | None = None, replace: bool = False, protocol: str | None = None) -> list[Path]:
     """Turn run folders (or a sweep folder: one submission per agent) into board files; rebuild the board.
-    Each run's record files (not its weights) are copied to ``<board>/runs/<noise>/<agent>/seed<k>/``,
-    from which the board rebuilds and so verifies the entry.
+    Each run's record files (not its weights) are copied to ``<board>/runs/<entry name>/seed<k>/``,
+    from which the board rebuilds and so verifies the entry: an entry owns its records, and publishing
+    never writes into another entry's (``replace`` replaces the records of the entry it replaces only).
 
     Refuses, with the reason, anything that does not validate: a run whose files differ from its
     manifest or contradict each other, an entry whose aggregates do not follow from its runs or that
@@ -73,7 +76,13 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
                 raise SubmissionError(f"{agent}: already on the board as {path.name} "
                                       f"({'same name' if other.get('name') == submission['name'] else 'same config, suite and seeds'})")
         by_seed = {read_json(folder / "config.json")["config"]["seed"]: folder for folder in runs}
-        for seed, kept in zip(submission["seeds"], entry_runs(submission, Path(board) / RUNS)):
+        kept_runs = entry_runs(submission, Path(board) / RUNS)
+        for stale in sorted(kept_runs[0].parent.glob("seed*")) if replace else []:  # its own earlier seeds only
+            if stale not in kept_runs and stale.is_dir():
+                shutil.rmtree(stale)
+        for seed, kept in zip(submission["seeds"], kept_runs):
+            if kept.is_dir() and kept.resolve() != by_seed[seed].resolve():
+                shutil.rmtree(kept)  # this entry's earlier records of the seed: no file of them may linger
             copy_records(by_seed[seed], kept)
         target = results / f"{submission['name']}.json"
         write_json(target, submission)

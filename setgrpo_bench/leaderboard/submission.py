@@ -83,7 +83,7 @@ def run_folders(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def _git_hash() -> str:
+def git_hash() -> str:
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -147,7 +147,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         "curves": {"step": list(range(1, steps + 1)), "true_score": curve("true_score"), "reward": curve("reward")},
         "versions": {"package": first["package_version"], "torch": first["torch"], "python": first["python"],
                      **({"transformers": first["transformers"]} if "transformers" in first else {})},
-        "git_hash": _git_hash(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_hash": git_hash(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     if version >= 3:  # runs that record their manifests
         submission["runs"] = [{"seed": seed, "manifest": read_json(path)} for seed, path in sorted(manifests)]

@@ -1,7 +1,7 @@
-"""Board entries checked against the runs they were made from (``leaderboard/runs/<noise>/<agent>/seed<k>/``):
-an entry is rebuilt from its runs with today's code and must equal the file on the board; a schema-3
-entry's run manifests must also match the runs' files. Entries whose runs are not there are shown as
-unverified."""
+"""Board entries checked against the runs they were made from (``leaderboard/runs/<entry name>/seed<k>/``:
+each entry owns its records, so publishing one never touches another's): an entry is rebuilt from its
+runs with today's code and must equal the file on the board; a schema-3 entry's run manifests must also
+match the runs' files. Entries whose runs are not there are shown apart, unverified."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ PUBLISH_TIME_FIELDS = ("date", "git_hash")
 
 
 def entry_runs(submission: dict[str, Any], runs_root: str | Path) -> list[Path]:
-    """The run folders of a board entry under ``runs_root`` (``<noise>/<agent>/seed<k>/``)."""
-    folder = Path(runs_root) / submission["suite"]["noise"] / submission["agent"]
-    return [folder / f"seed{seed}" for seed in submission["seeds"]]
+    """The run folders of a board entry under ``runs_root`` (``<entry name>/seed<k>/``)."""
+    return [Path(runs_root) / submission["name"] / f"seed{seed}" for seed in submission["seeds"]]
 
 
 def rebuild_entry(submission: dict[str, Any], runs_root: str | Path) -> dict[str, Any]:
@@ -53,7 +52,7 @@ def verify_entry(submission: dict[str, Any], runs_root: str | Path) -> list[str]
         return None
     problems = []
     for record in submission.get("runs", []):
-        folder = Path(runs_root) / submission["suite"]["noise"] / submission["agent"] / f"seed{record['seed']}"
+        folder = Path(runs_root) / submission["name"] / f"seed{record['seed']}"
         on_disk = read_json(folder / "manifest.json") if (folder / "manifest.json").is_file() else None
         if on_disk != record["manifest"]:
             problems.append(f"seed {record['seed']}: its run's manifest is not the one the entry records")
