@@ -183,7 +183,7 @@ def _sweep(args: argparse.Namespace) -> int:
     backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
     result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, backend=backend,
                    threads=args.threads, console=console)
-    failed = sum(r["status"] == "failed" for r in result)
+    failed = sum(r["status"] not in ("done", "skipped (finished before)") for r in result)
     console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
     return 1 if failed else 0
 

@@ -335,8 +335,9 @@ class RunDir:
         if resume and not existing and not overwrite:
             raise RunDirError(f"--resume: {self.root} holds no run to continue (no {CONFIG} of a run); run without "
                               "--resume to start it")
-        if existing and overwrite:
-            self._clear()
+        replaced = existing and overwrite
+        if replaced:
+            self._clear()  # the run's files; the user's own files beside it stay
             existing = False
         if existing and not resume:
             raise RunDirError(
@@ -349,7 +350,7 @@ class RunDir:
                 raise RunDirError(f"cannot resume {self.root} with a different config: {changed} (saved, given)")
             return True
         others = sorted(p.name for p in self.root.iterdir() if p.name != LOCK)
-        if others:
+        if others and not replaced:
             listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
             raise RunDirError(f"{self.root} is not empty and holds no run of this package ({listed}); choose another "
                               "--out (a run folder starts empty, and --overwrite replaces only a run)")

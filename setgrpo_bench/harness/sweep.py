@@ -2,7 +2,8 @@
 resumable (DESIGN §10).
 
 Each run is a ``python -m setgrpo_bench run`` subprocess writing ``<root>/<noise>/<agent>/seed<k>/``:
-a run whose ``eval.json`` exists is skipped, an interrupted one is resumed, and a run that fails is
+a run whose ``eval.json`` exists is skipped, an interrupted one is resumed (a folder holding a run made
+with other settings is neither: it is reported and left as it is), and a run that fails is
 retried once (with ``--resume``) before it is reported as failed. ``sweep.json`` lists every run's
 status. With ``jobs`` runs at once on C cores, each run gets ⌊C / jobs⌋ torch threads: under a
 second load, a run with 2 threads was 3× slower than with 1 on 2 cores.
@@ -26,9 +27,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..agents.presets import preset_paths, resolve_config
 from ..errors import ConfigError, UnknownNameError
-from .rundir import RunLockedError, write_json
+from .rundir import CONFIG, RunDirError, RunLockedError, holds_run, read_json, write_json
 
 SWEEP = "sweep.json"
+SETTINGS_DIFFER = "settings differ (not run)"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,20 @@ def plan(agents: Sequence[str], noises: Sequence[str], seeds: Sequence[int], roo
             resolve_config(agent, {**overrides, "noise": noise, "seed": seeds[0]})
     return [RunSpec(agent, noise, seed, root / noise / agent / f"seed{seed}")
             for noise in noises for agent in agents for seed in seeds]
+
+
+def settings_changed(spec: RunSpec, overrides: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The settings in which the run already in ``spec.out`` differs from the one this sweep would make
+    (setting → [saved, planned]; empty when it is the same run or there is none): such a folder is
+    neither skipped as done nor resumed, and nothing in it is touched."""
+    if not holds_run(spec.out):
+        return {}
+    try:
+        saved = read_json(spec.out / CONFIG)["config"]
+    except RunDirError:
+        return {}  # damaged: the run's own resume reports it
+    planned = resolve_config(spec.agent, {**overrides, "noise": spec.noise, "seed": spec.seed}).experiment()
+    return {k: [saved[k], v] for k, v in sorted(planned.items()) if k in saved and saved[k] != v}  # recorded settings
 
 
 def _command(spec: RunSpec, overrides: Mapping[str, Any], resume: bool, threads: int) -> list[str]:
@@ -136,7 +152,9 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
     root, overrides = Path(root), dict(overrides or {})
     specs = plan(agents, noises, seeds, root, overrides)
     root.mkdir(parents=True, exist_ok=True)
-    statuses = {s: _status(s, "skipped (finished before)") for s in specs if (s.out / "eval.json").is_file()}
+    statuses = {s: _status(s, SETTINGS_DIFFER, changed=changed) for s in specs if (changed := settings_changed(s, overrides))}
+    statuses.update({s: _status(s, "skipped (finished before)") for s in specs
+                     if s not in statuses and (s.out / "eval.json").is_file()})
     columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
                TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -170,6 +188,10 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
     for r in result:
         if r["status"] == "failed":
             console.print(f"[red]failed:[/] {r['agent']} {r['noise']} seed {r['seed']} ({r['out']}), exit codes {r['attempts']}")
+        elif r["status"] == SETTINGS_DIFFER:
+            changed = ", ".join(f"{k} {saved!r} → {planned!r}" for k, (saved, planned) in r["changed"].items())
+            console.print(f"[red]{SETTINGS_DIFFER}:[/] {r['out']} holds a run made with other settings ({changed}); "
+                          "left as it is: sweep into another --out, or move that run away", highlight=False)
     return result
 
 
