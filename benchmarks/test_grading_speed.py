@@ -53,3 +53,23 @@ def test_one_by_one_grading(benchmark, groups):
 
     benchmark.pedantic(run, rounds=20, warmup_rounds=2)
     benchmark.extra_info["checks_per_s"] = _checks(groups) / benchmark.stats.stats.mean
+
+
+@pytest.mark.parametrize("newlines", [1_000, 16_000])
+def test_grading_is_linear_in_the_response(benchmark, newlines):
+    """A response of blank lines graded on every built-in benchmark's first eval task. Linear grading
+    takes 16× as long for 16,000 newlines as for 1,000; before the regex checks were kept to their line
+    (``checks.line_local``), EventInvitation's greeting alone took 6.3 s at 16,000. Compare the two means
+    (``--benchmark-only``): their ratio should be near 16, the 16,000 case well under 0.1 s."""
+    from setgrpo_bench.envs.registration import registered_env_ids
+
+    grader = RubricGrader("realistic")
+    tasks = [load_env_benchmark(i.split("/")[1].rsplit("-v", 1)[0]).instance("eval", 0) for i in registered_env_ids()]
+    response = "\n" * newlines
+
+    def run():
+        rng = np.random.default_rng(0)
+        for task in tasks:
+            grader.grade_group(task, [response], rng)
+
+    benchmark.pedantic(run, rounds=5, warmup_rounds=1)

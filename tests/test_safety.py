@@ -316,3 +316,45 @@ def test_a_built_in_preset_is_replaced_only_on_purpose_and_then_on_the_record(sm
     (tmp_path / "agents" / "grpo.yaml").unlink()  # elsewhere, where grpo is the built-in preset
     reason = dict(build_board(tmp_path / "board")[1])[written.name]
     assert "differs from preset 'grpo'" in reason and "lr=1e-09" in reason
+
+
+# ---------------------------------------------------------------- the board's pages, the cached evaluation
+
+
+def test_a_full_disk_while_building_replaces_neither_page(tmp_path, monkeypatch):
+    import errno
+
+    from setgrpo_bench.harness import rundir
+
+    for name in ("README.md", "index.html"):
+        (tmp_path / name).write_text("old")
+    calls = {"n": 0}
+    real = rundir.os.fsync
+
+    def second_fails(fd):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first page is staged; the disk fills while the second is written
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(rundir.os, "fsync", second_fails)
+    with pytest.raises(RunDirError, match="the disk is full.*none was replaced"):
+        rundir.write_texts({tmp_path / "README.md": "new", tmp_path / "index.html": "new"})
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"README.md": "old", "index.html": "old"}
+
+
+def test_the_cached_initial_evaluation_is_keyed_by_the_code_and_checked(small_policy, tmp_path, monkeypatch):
+    from setgrpo_bench.harness import runner
+    from setgrpo_bench.policy.embedded import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    first = run(_config(small_policy), tmp_path / "a")["initial"]
+    [cached] = (tmp_path / "cache" / "evaluations").glob("*.json")
+    edited = read_json(cached)
+    edited["evaluation"]["macro_true_score"] = 0.99  # an edited cache file is not reused
+    write_json(cached, edited)
+    assert run(_config(small_policy), tmp_path / "b")["initial"] == first
+    assert read_json(cached)["evaluation"]["macro_true_score"] == first["macro_true_score"]
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "other code")  # an edit of the code computes it again
+    run(_config(small_policy), tmp_path / "c")
+    assert len(list((tmp_path / "cache" / "evaluations").glob("*.json"))) == 2
