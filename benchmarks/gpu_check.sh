@@ -28,9 +28,10 @@ python -c "import vllm" 2>/dev/null && engine=vllm
 echo "engine: $engine"
 python -m setgrpo_bench run --agent setgrpo --policy "$out/qwen2-0.5b-random" --device cuda --engine "$engine" \
   --steps 3 --geometry last:2 --eval-instances 8 --out "$out/run" --overwrite
-python - "$out/run/metrics.jsonl" <<'PY'
+python - "$out/run/metrics.jsonl" "$out/run/timings.jsonl" <<'PY'
 import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
+computed, measured = ([json.loads(line) for line in open(path)] for path in sys.argv[1:3])
+rows = [{**c, **m} for c, m in zip(computed, measured)]  # a step's computed and measured fields
 tokens = sum(r["response_tokens"] * 16 * 8 for r in rows)
 rollout, update = sum(r["time_rollout_grade"] for r in rows), sum(r["time_update"] for r in rows)
 print(f"rollout: {tokens / rollout:,.0f} response tokens/s (incl. grading); update: {tokens / update:,.0f} tokens/s")

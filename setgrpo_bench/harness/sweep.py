@@ -103,7 +103,7 @@ def attempt(spec: RunSpec, overrides: Mapping[str, Any], threads: int) -> tuple[
     """One attempt at a run, as a subprocess (resuming when its folder holds the run): (exit code,
     the end of its output)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    resume = (spec.out / "config.json").is_file()
+    resume = holds_run(spec.out)
     done = subprocess.run(_command(spec, overrides, resume, threads), env=env, capture_output=True, text=True,
                           preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     return done.returncode, (done.stdout + done.stderr)[-2000:]
