@@ -208,12 +208,12 @@ def test_regex_checks_stay_on_their_line_and_find_what_they_found():
     newlines took seconds; benchmarks/test_grading_speed.py measures it), and on random responses
     the kept pattern is found exactly where the written one is."""
     from setgrpo_bench.envs import load_env_benchmark
-    from setgrpo_bench.envs.registration import registered_env_ids
+    from setgrpo_bench.policy.embedded import builtin_names
     from setgrpo_bench.tasks.checks import Regex, line_local
 
     rewritten = 0
-    for env_id in registered_env_ids():
-        task = load_env_benchmark(env_id.split("/")[1].rsplit("-v", 1)[0]).instance("eval", 0)
+    for name in builtin_names():
+        task = load_env_benchmark(name).instance("eval", 0)
         for criterion in task.rubric:
             if isinstance(criterion.check, Regex):
                 compiled = criterion.check._compiled.pattern
@@ -250,6 +250,7 @@ def _entry_points(group, *values):
 
 def test_a_broken_plugin_is_one_warning_and_breaks_nothing_else(tmp_path, monkeypatch):
     from setgrpo_bench.agents import plugins
+    from setgrpo_bench.agents import coefficients
     from setgrpo_bench.agents.coefficients import coefficient_rules
     from setgrpo_bench.cli import main
 
@@ -265,11 +266,14 @@ def test_a_broken_plugin_is_one_warning_and_breaks_nothing_else(tmp_path, monkey
         with pytest.warns(UserWarning) as caught:
             loaded = plugins.installed_plugins()
         messages = [str(w.message) for w in caught]
-        assert [p.plugin.rules.keys() for p in loaded] == [{"good_rule": None}.keys()]
+        assert sorted(name for p in loaded for name in p.plugin.rules) == ["good_rule", "grpo"]
         assert any("no_such_module_xyz" in m and "is not loaded: ModuleNotFoundError" in m for m in messages)
         assert any("json:dumps" in m and "a setgrpo_bench.agents.plugins.Plugin" in m for m in messages)
-        assert any("takes_grpo" in m and "'grpo'" in m and "already taken (by setgrpo_bench)" in m for m in messages)
-        assert coefficient_rules()["grpo"] is not None and resolve_config("grpo").coefficients.rule == "grpo"
+        coefficients._warn_once.cache_clear()
+        with pytest.warns(UserWarning, match="its coefficient rule 'grpo' is not loaded: 'grpo' is a built-in rule"):
+            rules = coefficient_rules()
+        assert rules["grpo"].__module__ == "setgrpo_bench.agents.coefficients" and "good_rule" in rules
+        assert resolve_config("grpo").coefficients.rule == "grpo"
         with pytest.raises(SystemExit) as help_exit:
             main(["--help"])
         assert help_exit.value.code == 0

@@ -258,7 +258,8 @@ def test_setgrpo_trainer_saves_and_restores_its_window_with_trls_checkpoints(sma
     assert 0 <= new < saved["audits"]  # counted on from the checkpoint's window, not from an empty one
     kept = saved["window"][new:] if new else saved["window"]
     for (fold, group), (fold2, group2) in zip(kept, state["window"]):
-        assert fold == fold2 and np.array_equal(group.gram, group2.gram) and np.array_equal(group.a_ref, group2.a_ref)
+        assert fold == fold2 and np.array_equal(group["gram"], group2["gram"])
+        assert np.array_equal(group["a_ref"], group2["a_ref"])
 
 
 def test_setgrpo_trainer_decides_once_for_all_data_parallel_processes(small_policy, tmp_path):
@@ -297,5 +298,5 @@ def test_setgrpo_trainer_decides_once_for_all_data_parallel_processes(small_poli
     assert first["accepted"].any() and np.array_equal(np.concatenate([first["advantages"], second["advantages"]]), executed)
     windows = [r["window"]["window"] for r in ranks]
     assert len(windows[0]) == len(windows[1]) > 0
-    assert all(np.array_equal(g.gram, h.gram) and np.array_equal(g.a_ref, h.a_ref, equal_nan=True)
+    assert all(np.array_equal(g["gram"], h["gram"]) and np.array_equal(g["a_ref"], h["a_ref"], equal_nan=True)
                for (_, g), (_, h) in zip(*windows))

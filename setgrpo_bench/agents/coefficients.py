@@ -14,7 +14,9 @@ is applied to each verdict before the verdicts are scored.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -140,11 +142,23 @@ COEFFICIENT_RULES: dict[str, CoefficientRule] = {
 
 
 def coefficient_rules() -> dict[str, CoefficientRule]:
-    """The built-in rules and those of installed plugins (``plugins``; one that reuses a built-in name
-    is not loaded)."""
+    """The built-in rules and those of installed plugins (``plugins``; a plugin's rule named like a
+    built-in one is left out, with one warning)."""
     from .plugins import plugin_rules
 
-    return {**COEFFICIENT_RULES, **{name: rule for name, (_, rule) in plugin_rules().items()}}
+    added = {}
+    for name, (dist, rule) in plugin_rules().items():
+        if name in COEFFICIENT_RULES:
+            _warn_once(f"plugin {dist}: its coefficient rule {name!r} is not loaded: {name!r} is a built-in rule; "
+                       f"rename it in {dist}")
+        else:
+            added[name] = rule
+    return {**COEFFICIENT_RULES, **added}
+
+
+@lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
 
 
 def get_rule(name: str) -> CoefficientRule:

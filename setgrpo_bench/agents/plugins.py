@@ -74,12 +74,11 @@ def _source_hash(source: Path) -> str:
 @lru_cache(maxsize=1)
 def installed_plugins() -> tuple[Installed, ...]:
     """Every ``setgrpo_bench.agents`` entry point that loads and is a valid ``Plugin``. A broken one — it
-    raises on import, is not a ``Plugin``, or names a rule or selector that is built in or another
-    plugin's — is left out with one warning naming its package, so commands that do not need it work."""
-    from .coefficients import COEFFICIENT_RULES
-
+    raises on import, is not a ``Plugin``, or names a selector that is built in or a rule or selector
+    that another plugin took — is left out with one warning naming its package, so commands that do not
+    need it work (a rule named like a built-in one is left out by ``coefficient_rules``)."""
     out: list[Installed] = []
-    rules = dict.fromkeys(COEFFICIENT_RULES, "setgrpo_bench")
+    rules: dict[str, str] = {}  # built-in rule names are left out by ``coefficients.coefficient_rules``
     selectors = dict.fromkeys(BUILTIN_SELECTORS, "setgrpo_bench")
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist
