@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from setgrpo_bench.agents import setgrpo_math as sm
+from setgrpo_bench.agents import setgrpo as sm
 
 ALPHA, DELTA = 0.2, 0.1
 RISKS = {  # reversal probability p(s) of a group with score s, and the conditional risk R(τ) = E[p(s) | s ≥ τ]

@@ -11,7 +11,7 @@ from conftest import binomial_ok
 from scipy.optimize import brentq, linprog, minimize
 from scipy.stats import binom
 
-from setgrpo_bench.agents import setgrpo_math as sm
+from setgrpo_bench.agents import setgrpo as sm
 from setgrpo_bench.graders import NoiseProfile, RubricGrader
 from setgrpo_bench.harness.averages import aggregate
 from setgrpo_bench.harness.pooled import clopper_pearson, pool, pool_seeds, summarise_diagnostics

@@ -131,7 +131,7 @@ def _loaded_after(code: str) -> list[str]:
 
 @pytest.mark.parametrize("module", ["setgrpo_bench.harness.pooled", "setgrpo_bench.leaderboard.submission",
                                     "setgrpo_bench.leaderboard.aggregate", "setgrpo_bench.agents.config",
-                                    "setgrpo_bench.agents.presets", "setgrpo_bench.agents.setgrpo_math"])
+                                    "setgrpo_bench.agents.presets", "setgrpo_bench.agents.setgrpo"])
 def test_pure_modules_import_no_model_or_plotting_library(module):
     assert _loaded_after(f"import {module}") == []
 

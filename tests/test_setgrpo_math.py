@@ -10,7 +10,7 @@ from conftest import binomial_ok
 from scipy.optimize import linprog, minimize
 from scipy.stats import binom
 
-from setgrpo_bench.agents import setgrpo_math as sm
+from setgrpo_bench.agents import setgrpo as sm
 from setgrpo_bench.agents.coefficients import grpo_coefficients
 from setgrpo_bench.errors import ConfigError
 

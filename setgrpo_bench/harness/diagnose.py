@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from ..agents import setgrpo_math as sm  # noqa: E402
+from ..agents import setgrpo as sm  # noqa: E402
 from ..agents.build import build_agent  # noqa: E402
 from ..agents.coefficients import group_coefficients  # noqa: E402
 from ..agents.config import SetGRPOSettings, TrainConfig  # noqa: E402

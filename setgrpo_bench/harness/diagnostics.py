@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..agents import setgrpo_math as sm
+from ..agents import setgrpo as sm
 from ..agents.base import GroupRecord
 from ..agents.coefficients import group_coefficients
 

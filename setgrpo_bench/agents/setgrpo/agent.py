@@ -18,15 +18,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import setgrpo_math as sm
-from .base import Agent, Audits, Decision, Grams, GroupRecord, Groups, Needs
-from .coefficients import group_coefficients
-from .config import SetGRPOSettings, parse_levels
+from ..base import Agent, Audits, Decision, Grams, GroupRecord, Groups, Needs
+from ..coefficients import group_coefficients
+from ..config import SetGRPOSettings
+from .calibration import Calibration, calibrate, quantile, threshold
+from .joint_set import in_set, response_scales
+from .recovery import decide_group, executed
+from .risk_gate import reversal
+from .window import AuditedGroup, RememberedDecisions
 
 
 class SetGRPOAgent(Agent):
@@ -41,12 +44,12 @@ class SetGRPOAgent(Agent):
     def __init__(self, params: SetGRPOSettings, *, std_floor: float) -> None:
         self.params, self.std_floor = params, std_floor
         self.warmup_groups = params.warmup_groups
-        self.window: deque[tuple[int, sm.AuditedGroup]] = deque(maxlen=params.window)  # (fold, group)
+        self.window: deque[tuple[int, AuditedGroup]] = deque(maxlen=params.window)  # (fold, group)
         self.audits = 0
-        self._decide = sm.RememberedDecisions()  # window groups are decided again at recurring radii
+        self._decide = RememberedDecisions()  # window groups are decided again at recurring radii
 
     # ---------------------------------------------------------------- calibration
-    def fold(self, k: int) -> list[sm.AuditedGroup]:
+    def fold(self, k: int) -> list[AuditedGroup]:
         """D1 (k = 0, for q) or D2 (k = 1, for τ̂)."""
         return [g for fold, g in self.window if fold == k]
 
@@ -58,7 +61,7 @@ class SetGRPOAgent(Agent):
         """τ̂ (module c): −∞ without the gate, ∞ (accept nothing) while C is unbounded."""
         return threshold(self.params, self.fold(0), self.fold(1), q, decide=self._decide)
 
-    def calibration(self) -> sm.Calibration:
+    def calibration(self) -> Calibration:
         """(α_a, q, τ̂) for this step from the window (``calibrate``)."""
         self._decide.keep([g.gram for _, g in self.window])
         return calibrate(self.params, self.fold(0), self.fold(1), decide=self._decide)
@@ -72,7 +75,7 @@ class SetGRPOAgent(Agent):
         a_hat = group_coefficients("grpo", rewards, std_floor=self.std_floor)[valid]
         if not np.any(a_hat):
             return None
-        sigma = sm.response_scales(rewards[valid], groups.spreads[b][valid], std_floor=self.std_floor,
+        sigma = response_scales(rewards[valid], groups.spreads[b][valid], std_floor=self.std_floor,
                                    spread_floor=p.spread_floor)
         return valid, a_hat, sigma
 
@@ -106,14 +109,14 @@ class SetGRPOAgent(Agent):
                 continue
             valid, a_hat, sigma = observed
             rho = q * sigma
-            d = sm.decide_group(grams[b], a_hat, rho, recovery=p.recovery)
+            d = decide_group(grams[b], a_hat, rho, recovery=p.recovery)
             take = d.certifiable and d.score >= tau
-            executed = sm.executed(d, a_hat, p.execute)
+            trained = executed(d, a_hat, p.execute)
             if take:
-                coef[b, valid] = executed
+                coef[b, valid] = trained
                 accepted[b] = valid
             a_ref = self.reference_coefficients(audits[b], valid) if b in audits else None
-            records.append(GroupRecord(b, valid, a_hat, sigma, rho, grams[b], executed, d.score,
+            records.append(GroupRecord(b, valid, a_hat, sigma, rho, grams[b], trained, d.score,
                                        d.certifiable, take, a_ref))
         return Decision(coef, accepted, self._stats(records, calibration, groups.n_groups), records)
 
@@ -126,15 +129,15 @@ class SetGRPOAgent(Agent):
             valid, a_hat, sigma = observed
             a_ref = self.reference_coefficients(audits[b], valid)
             if a_ref is not None:
-                self.window.append((self.audits % 2, sm.AuditedGroup(a_hat, a_ref, sigma, grams[b])))
+                self.window.append((self.audits % 2, AuditedGroup(a_hat, a_ref, sigma, grams[b])))
                 self.audits += 1
 
-    def _stats(self, records: list[GroupRecord], calibration: sm.Calibration, n_groups: int) -> dict[str, float]:
+    def _stats(self, records: list[GroupRecord], calibration: Calibration, n_groups: int) -> dict[str, float]:
         """Per-step diagnostics w.r.t. the reference grader; audited groups of this step are out of
         sample for q and τ̂ (they join the window after the decisions)."""
         audited = [r for r in records if r.a_ref is not None]
-        covered = [sm.in_set(r.a_ref, r.a_hat, r.rho) for r in audited]
-        reversed_ = [sm.reversal(r.executed, r.gram, r.a_ref) for r in audited if r.accepted]
+        covered = [in_set(r.a_ref, r.a_hat, r.rho) for r in audited]
+        reversed_ = [reversal(r.executed, r.gram, r.a_ref) for r in audited if r.accepted]
         certified = [r.score for r in records if r.certifiable]
         executed = sum(float(r.executed @ r.gram @ r.executed) for r in records if r.accepted)
         grpo = sum(float(r.a_hat @ r.gram @ r.a_hat) for r in records)
@@ -161,41 +164,6 @@ class SetGRPOAgent(Agent):
         return {"window": [(fold, dataclasses.asdict(group)) for fold, group in self.window], "audits": self.audits}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.window = deque(((int(fold), sm.AuditedGroup(**group)) for fold, group in state["window"]),
+        self.window = deque(((int(fold), AuditedGroup(**group)) for fold, group in state["window"]),
                             maxlen=self.params.window)
         self.audits = int(state["audits"])
-
-
-# ---------------------------------------------------------------- calibration from D1 and D2
-def quantile(p: SetGRPOSettings, d1: Sequence[sm.AuditedGroup], alpha_a: float) -> float:
-    """q from D1 at set level α_a (module a), or the fixed q of the ``no-calib`` ablation."""
-    if not p.calibrate:
-        return p.fixed_q
-    scores = [sm.conformal_score(g.a_hat, g.a_ref, g.sigma) for g in d1]
-    return sm.conformal_quantile(np.array(scores), alpha_a, delta_a=p.delta_a or None)
-
-
-def threshold(p: SetGRPOSettings, d1: Sequence[sm.AuditedGroup], d2: Sequence[sm.AuditedGroup], q: float, *,
-              decide: sm.GroupDecider = sm.decide_group) -> float:
-    """τ̂ (module c): −∞ without the gate, ∞ (accept nothing) while C is unbounded."""
-    if not p.gate:
-        return -math.inf
-    if not math.isfinite(q):
-        return math.inf
-    return sm.calibrate_threshold(d1, d2, q, alpha=p.alpha, delta=p.delta,
-                                  levels=sm.acceptance_levels(p.grid_start, p.grid_step), recovery=p.recovery,
-                                  decide=decide, start=p.gate_start, execute=p.execute)
-
-
-def calibrate(p: SetGRPOSettings, d1: Sequence[sm.AuditedGroup], d2: Sequence[sm.AuditedGroup], *,
-              decide: sm.GroupDecider = sm.decide_group) -> sm.Calibration:
-    """(α_a, q, τ̂) from calibration folds D1 and D2: chosen jointly inside the risk test over
-    ``alpha_a_grid``, or at the fixed α_a (also whenever there is no risk test or no calibration to
-    choose by). The agent calibrates on its window; ``diagnose --compare`` on random splits."""
-    grid = parse_levels(p.alpha_a_grid)
-    if grid and p.calibrate and p.gate:
-        return sm.calibrate_set_and_threshold(
-            d1, d2, grid, alpha=p.alpha, delta=p.delta, levels=sm.acceptance_levels(p.grid_start, p.grid_step),
-            delta_a=p.delta_a or None, recovery=p.recovery, decide=decide, start=p.gate_start, execute=p.execute)
-    q = quantile(p, d1, p.alpha_a)
-    return sm.Calibration(p.alpha_a, q, threshold(p, d1, d2, q, decide=decide), -1)
