@@ -346,3 +346,25 @@ def test_an_auroc_below_what_difficulty_alone_gives_is_refused():
                               "difficulty_sd": 2.0})
     with pytest.raises(ConfigError, match="confidence_auroc.*what the difficulty"):
         RubricGrader(profile)
+
+
+def test_a_judge_profile_name_is_resolved_in_one_place_whatever_its_kind():
+    """``judge_profile`` says for either kind whether a model backs it, its cost and its fingerprint;
+    a judge budget, a reference and a training judge of the model-backed kind work like any other."""
+    from setgrpo_bench.agents import resolve_config
+    from setgrpo_bench.agents.budget import budget_matched_repeats
+    from setgrpo_bench.errors import UnknownNameError
+    from setgrpo_bench.graders.judge_profiles import judge_profile, judge_profile_names
+
+    learned, expert = judge_profile("learned"), judge_profile("expert")
+    assert learned.model_backed and not expert.model_backed and expert.cost == 10.0
+    assert {"learned", "realistic", "expert"} <= set(judge_profile_names())
+    assert "build" in learned.fingerprint() and "cost" not in expert.fingerprint()
+    with pytest.raises(UnknownNameError, match=r"unknown judge profile 'lerned'\. Did you mean 'learned'\?"):
+        judge_profile("lerned")
+    for reference, k_ref in (("profile:learned", learned.cost), ("profile:expert", 10.0)):
+        config = resolve_config("setgrpo", {"reference": reference, "steps": 10, "groups_per_step": 4,
+                                            "warmup_groups": 8, "audit_fraction": 0.25})
+        assert budget_matched_repeats(config) == pytest.approx((40 + 8 * (1 + k_ref) + 10 * 1 * k_ref) / 40)
+    with pytest.raises(Exception, match="unknown judge profile 'nosie'"):
+        resolve_config("grpo", {"noise": "nosie"})  # refused when the config is made, not when a run starts

@@ -206,7 +206,8 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
 
 def test_sweep_runs_skips_resumes_and_retries_once(small_policy, tmp_path, monkeypatch):
     from setgrpo_bench.harness import sweep as sweep_module
-    from setgrpo_bench.harness.sweep import available_cores, parse_seeds, sweep
+    from setgrpo_bench.harness.sweep import parse_seeds, sweep
+    from setgrpo_bench.harness.threads import available_cores
 
     assert parse_seeds("3") == [0, 1, 2] and parse_seeds("4,7") == [4, 7]
     with pytest.raises(Exception, match="distinct"):

@@ -364,7 +364,7 @@ def test_checkpoint_folders_follow_the_umask(small_policy, tmp_path):
 def test_threads_zero_respects_omp_num_threads(monkeypatch):
     import torch
 
-    from setgrpo_bench.harness.runner import set_threads
+    from setgrpo_bench.harness.threads import set_threads
 
     before = torch.get_num_threads()
     try:

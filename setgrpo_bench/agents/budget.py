@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..graders.noise import load_profile
+from ..graders.judge_profiles import judge_profile
 from ..graders.reference import parse_reference, reference_calls
 from .config import TrainConfig
 
@@ -20,7 +20,7 @@ def budget_matched_repeats(setgrpo: TrainConfig) -> float:
         k_ref = int(arg)
     else:
         name, calls = reference_calls(s.reference)
-        k_ref = load_profile(name).cost * calls
+        k_ref = judge_profile(name).cost * calls
     training = run.steps * run.groups_per_step
     audits = s.warmup_groups * (1 + k_ref) + run.steps * math.ceil(s.audit_fraction * run.groups_per_step) * k_ref
     return (training + audits) / training

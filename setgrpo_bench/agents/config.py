@@ -24,6 +24,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, SetgrpoBenchError, UnknownNameError
+from ..graders.judge_profiles import judge_profile
 from ..graders.reference import parse_reference
 from .coefficients import coefficient_rules
 from .plugins import selectors
@@ -130,7 +131,9 @@ class RolloutSettings:
 class GradingSettings:
     """Where the training rewards come from: a simulated noisy judge, an LLM judge, or (oracle) the truth."""
 
-    noise: str = _f("realistic", "grader noise profile used for training rewards")
+    noise: Annotated[str, AfterValidator(lambda v: judge_profile(v) and v)] = _f(
+        "realistic", "the training judge: a judge profile, simulated (graders/*.yaml noise profiles) or model-backed "
+                     "(learned)")
     judge: str = _f("", "LLM judge instead of the noise profile: 'tiny' or a local transformers checkpoint")
     judge_url: str = _f("", "LLM judge at an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
     judge_model: str = _f("", "model name served at judge_url")

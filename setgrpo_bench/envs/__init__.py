@@ -1,6 +1,6 @@
 """Gymnasium environments over rubric-graded benchmarks (DESIGN §5)."""
 
-from .catalog_envs import benchmark_paths, load_env_benchmark
+from ..tasks.catalog_benchmarks import benchmark_paths, load_env_benchmark
 from .registration import env_id, register_catalog, register_env, registered_env_ids
 from .rubric_env import RubricEnv
 from .spaces import UnicodeText

@@ -8,7 +8,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from ..tasks.benchmark import SPLITS, Benchmark
-from .catalog_envs import add_benchmark, benchmark_paths, load_env_benchmark
+from ..tasks.catalog_benchmarks import add_benchmark, benchmark_paths, load_env_benchmark
 
 NAMESPACE = "setgrpo"
 ENTRY_POINT = "setgrpo_bench.envs.rubric_env:RubricEnv"

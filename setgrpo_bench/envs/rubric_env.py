@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..graders import Grade, NoiseProfile, RubricGrader, make_grader
 from ..tasks.benchmark import SPLITS, Benchmark
 from ..tasks.model import TaskInstance
-from .catalog_envs import load_env_benchmark
+from ..tasks.catalog_benchmarks import load_env_benchmark
 from .spaces import UnicodeText
 
 

@@ -5,7 +5,6 @@ env's entry point — so that this layer imports no model code."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -15,8 +14,10 @@ from ..catalog import catalog_files, catalog_roots
 from ..errors import SpecError
 from ..tasks.yamlio import line_of, load_yaml
 
-GRADER_KINDS = {"learned": "setgrpo_bench.judges.learned:LearnedJudgeGrader"}
-"""Profile kind → the grader class that builds it."""
+GRADER_KINDS = {"learned": {"grader": "setgrpo_bench.judges.learned:LearnedJudgeGrader",
+                            "build_key": "setgrpo_bench.judges.learned_paths:build_key"}}
+"""Profile kind → the grader class that builds it and the function naming its model's build (for suite
+hashes), as ``module:attribute`` (``judge_profiles`` resolves them)."""
 PROFILE_FIELDS = {"name", "kind", "description", "temperature", "cost"}
 
 
@@ -41,12 +42,3 @@ def _profiles(roots: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
                 raise SpecError(f"expected a number > 0, got {value!r}", file=str(path), line=line_of(lines, key), field=key)
         out[str(data.get("name", path.stem))] = dict(data)
     return out
-
-
-def make_model_grader(name: str, score_rule: str = "healthbench") -> Any:
-    """The grader of model-backed profile ``name``."""
-    profile = model_profiles()[name]
-    module, _, cls = GRADER_KINDS[profile["kind"]].partition(":")
-    grader = getattr(importlib.import_module(module), cls)
-    return grader(score_rule=score_rule, temperature=float(profile.get("temperature", 1.0)),
-                  cost=float(profile.get("cost", 1.0)), name=name)

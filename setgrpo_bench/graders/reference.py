@@ -12,9 +12,8 @@ from ..errors import ConfigError
 from ..tasks.model import TaskInstance
 from ..tasks.scoring import rubric_score
 from .grade import Grade
-from .kinds import model_profiles
-from .noise import load_profile
-from .rubric_grader import RubricGrader, make_grader
+from .judge_profiles import judge_profile, make_grader
+from .rubric_grader import RubricGrader
 
 
 class ConsensusReference:
@@ -86,8 +85,7 @@ def parse_reference(spec: str) -> tuple[str, str]:
         name, _, repeats = arg.partition("*")
         if "*" in arg and (not repeats.isdigit() or int(repeats) < 1):
             raise ConfigError("reference", spec, "'profile:NAME*N' with an integer N >= 1")
-        if name not in model_profiles():
-            load_profile(name)
+        judge_profile(name)  # either kind of judge, or a located error naming every known one
         return kind, arg
     raise ConfigError("reference", spec, "'consensus:K', 'profile:NAME' or 'profile:NAME*N'")
 

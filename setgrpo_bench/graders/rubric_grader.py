@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -16,7 +15,6 @@ from ..tasks.checks import ResponseView
 from ..tasks.model import TaskInstance
 from ..tasks.scoring import SCORE_RULES, rubric_score
 from .grade import Grade
-from .kinds import make_model_grader, model_profiles
 from .noise import HERMITE, NoiseProfile, load_profile, persistent_uniforms
 
 
@@ -216,14 +214,3 @@ def _verbosity(p: NoiseProfile, task: TaskInstance, views: Sequence[ResponseView
                           for s in said])
         shift = shift + p.keyword_credit * share
     return shift
-
-
-def make_grader(grader: Any = "realistic", score_rule: str = "healthbench") -> Any:
-    """A grader from a profile name (a noise profile, or a model-backed one such as ``learned``), a
-    noise-profile path or profile; any other grader object (a ``RubricGrader``, an ``LLMJudgeGrader``)
-    is returned as it is."""
-    if isinstance(grader, str) and grader in model_profiles():
-        return make_model_grader(grader, score_rule)
-    if isinstance(grader, (str, Path, NoiseProfile)):
-        return RubricGrader(grader, score_rule=score_rule)
-    return grader

@@ -25,8 +25,8 @@ import torch
 from scipy.stats import rankdata, spearmanr
 
 from ..agents.config import TrainConfig
-from ..graders import make_grader, profile_names
-from ..graders.kinds import model_profiles
+from ..graders import make_grader
+from ..graders.judge_profiles import judge_profile_names
 from ..policy import load_policy
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
@@ -92,6 +92,6 @@ def measure_judges(config: TrainConfig, *, profiles: Sequence[str] | None = None
                    group_size: int = 8) -> dict[str, Any]:
     """Every profile (default: all noise profiles of the catalog) measured on the same responses."""
     samples = sample_responses(config, prompts, group_size)
-    names = list(profiles or [*profile_names(), *model_profiles()])
+    names = list(profiles or judge_profile_names())
     return {"policy": config.rollout.policy, "seed": config.run.seed, "prompts": prompts, "group_size": group_size,
             "profiles": {name: measure_profile(name, samples, seed=config.run.seed) for name in names}}

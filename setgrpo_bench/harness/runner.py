@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import time
@@ -12,7 +11,14 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from transformers import AutoModelForCausalLM
 from transformers import __version__ as transformers_version
 
@@ -49,7 +55,7 @@ from .rundir import (
 )
 from .state_file import StateFileError, load_state, save_state
 from .suite import make_envs, suite_fingerprint, suite_parts
-from .sweep import available_cores
+from .threads import set_threads
 from .trainer import Trainer, charge_warmup
 from .update import NonFiniteLossError
 
@@ -241,19 +247,6 @@ def machine() -> dict[str, str]:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "gpu": gpu}
-
-
-def set_threads(threads: int) -> int:
-    """torch's thread count: ``threads``, or (0) ``OMP_NUM_THREADS`` when it is set, else every core
-    this process may run on. Returns the count set."""
-    count = threads or _omp_threads() or available_cores()
-    torch.set_num_threads(count)
-    return count
-
-
-def _omp_threads() -> int:
-    value = os.environ.get("OMP_NUM_THREADS", "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else 0
 
 
 def _suite_title(config: TrainConfig, names: list[str]) -> str:

@@ -13,9 +13,8 @@ from ..agents.config import TrainConfig
 from ..catalog import builtin_root
 from ..envs import benchmark_paths, load_env_benchmark
 from ..envs.rubric_env import RubricEnv
-from ..graders import load_profile
 from ..graders.endpoint import EndpointJudge, endpoint_base
-from ..graders.kinds import model_profiles
+from ..graders.judge_profiles import judge_profile
 from ..graders.llm_judge import LLMJudgeGrader, load_judge_profile
 from ..hashing import stable_hash
 
@@ -64,12 +63,8 @@ def judge_fingerprint(config: TrainConfig) -> dict[str, Any]:
     """What defines the judge's behaviour: the noise profile, or the LLM judge's prompt profile and
     model identity (an endpoint by URL and model name, a local model by the hash of its files)."""
     g = config.grading
-    if not g.uses_llm_judge and g.noise in model_profiles():  # a model-backed judge: its profile and build
-        from ..judges.learned_paths import build_key
-
-        return {**model_profiles()[g.noise], "build": build_key()}
     if not g.uses_llm_judge:
-        return load_profile(g.noise).fingerprint()
+        return judge_profile(g.noise).fingerprint()
     from ..judges import judge_identity  # the judges layer imports torch
     backend = judge_identity(g.judge) if g.judge else {"kind": "endpoint", "url": endpoint_base(g.judge_url),
                                                        "model": g.judge_model}

@@ -23,11 +23,26 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..agents.presets import preset_paths, resolve_config
 from ..errors import ConfigError, UnknownNameError
-from .rundir import CONFIG, RunDirError, RunLockedError, holds_run, read_json, write_json
+from .rundir import (
+    CONFIG,
+    RunDirError,
+    RunLockedError,
+    holds_run,
+    read_json,
+    write_json,
+)
+from .threads import available_cores
 
 SWEEP = "sweep.json"
 SETTINGS_DIFFER = "settings differ (not run)"
@@ -193,11 +208,3 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
             console.print(f"[red]{SETTINGS_DIFFER}:[/] {r['out']} holds a run made with other settings ({changed}); "
                           "left as it is: sweep into another --out, or move that run away", highlight=False)
     return result
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1

@@ -29,7 +29,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-from ..envs import load_env_benchmark
+from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..graders.grade import Grade
 from ..policy import GenerationConfig, TransformersEngine, load_policy
 from ..policy.embedded import builtin_names, install_build

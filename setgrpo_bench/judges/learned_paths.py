@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..envs import load_env_benchmark
+from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..hashing import stable_hash
 from ..policy.embedded import build_key as policy_build_key
 from ..policy.embedded import builtin_names, cache_root

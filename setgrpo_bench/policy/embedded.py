@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import builtin_root
-from ..envs import benchmark_paths, load_env_benchmark
+from ..tasks.catalog_benchmarks import benchmark_paths, load_env_benchmark
 from ..hashing import stable_hash
 
 CACHE_ENV = "SETGRPO_BENCH_CACHE"

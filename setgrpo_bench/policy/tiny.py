@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ..envs import load_env_benchmark
+from ..tasks.catalog_benchmarks import load_env_benchmark
 from .embedded import KEY_FILE, TinyConfig, build_key, builtin_names, install_build, tiny_path
 from .model import RESPONSE_MARKER
 

@@ -1,4 +1,5 @@
-"""Benchmarks found in the catalog search path, by name."""
+"""Benchmarks found in the catalog search path, by name: the lookup every layer above the task model
+uses (envs, the embedded policy, the learned judge), so none of them imports the envs for it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 from ..catalog import builtin_root, catalog_files, catalog_roots
 from ..errors import SpecError, UnknownNameError
-from ..tasks.benchmark import Benchmark
-from ..tasks.loading import load_benchmark
-from ..tasks.yamlio import line_of, load_yaml
+from .benchmark import Benchmark
+from .loading import load_benchmark
+from .yamlio import line_of, load_yaml
 
 _registered: dict[str, Benchmark] = {}
 
