@@ -142,3 +142,21 @@ def test_the_cli_help_imports_no_model_or_plotting_library():
     code = ("from setgrpo_bench.cli import main\nfor argv in (['--help'], ['run', '--agent', 'setgrpo', '--help']):\n"
             "    try:\n        main(argv)\n    except SystemExit:\n        pass")
     assert _loaded_after(code) == []
+
+
+def test_importing_any_module_changes_no_global_state():
+    """Importing every module of the package leaves matplotlib's backend and settings as they were (a
+    notebook that imports the board keeps its own backend): figures are ``Figure`` objects, never pyplot's."""
+    probe = (
+        "import importlib, matplotlib, pkgutil, setgrpo_bench\n"
+        "before = dict(matplotlib.rcParams)\n"
+        "for info in pkgutil.walk_packages(setgrpo_bench.__path__, 'setgrpo_bench.'):\n"
+        "    if not info.name.endswith(('vllm_engine', '__main__')):\n"
+        "        importlib.import_module(info.name)\n"
+        "import sys\n"
+        "changed = sorted(k for k, v in matplotlib.rcParams.items() if before.get(k) != v)\n"
+        "print('pyplot' in sys.modules, matplotlib.get_backend(), changed)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          env={**__import__("os").environ, "MPLBACKEND": "svg"})
+    assert done.stdout.split("\n")[-2] == "False svg []", done.stdout + done.stderr

@@ -362,7 +362,7 @@ def test_board_completeness_is_read_from_the_protocol_and_names_what_is_missing(
 
 
 def test_pooled_rates_show_their_clopper_pearson_interval_and_old_ones_do_not():
-    from setgrpo_bench.leaderboard.board import _rate
+    from setgrpo_bench.leaderboard.tables import _rate
 
     frame = pd.DataFrame({"coverage_ref": [0.492, 0.47, None], "coverage_ref_low": [0.4712, None, None],
                           "coverage_ref_high": [0.5153, None, None]})
@@ -370,7 +370,7 @@ def test_pooled_rates_show_their_clopper_pearson_interval_and_old_ones_do_not():
 
 
 def test_versus_baseline_is_the_difference_to_grpo_in_standard_errors_of_the_difference():
-    from setgrpo_bench.leaderboard.board import versus_baseline
+    from setgrpo_bench.leaderboard.verdicts import versus_baseline
 
     frame = pd.DataFrame({"agent": ["grpo_oracle", "setgrpo", "grpo"], "oracle": [True, False, False],
                           "macro": [0.61, 0.48, 0.52], "macro_se": [0.005, 0.008, 0.006]})
@@ -398,7 +398,7 @@ def test_a_bad_protocol_file_names_every_problem_at_its_line(tmp_path, monkeypat
 
 
 def test_win_tie_loss_against_grpo_by_hand():
-    from setgrpo_bench.leaderboard.board import win_tie_loss
+    from setgrpo_bench.leaderboard.verdicts import win_tie_loss
 
     frame = pd.DataFrame({"agent": ["grpo", "a", "b", "c", "grpo_oracle", "a"],
                           "noise": ["realistic"] * 5 + ["clean"], "oracle": [False, False, False, False, True, False],

@@ -18,32 +18,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.figure import Figure
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from ..agents import setgrpo as sm  # noqa: E402
-from ..agents.build import build_agent  # noqa: E402
-from ..agents.coefficients import group_coefficients  # noqa: E402
-from ..agents.config import SetGRPOSettings, TrainConfig  # noqa: E402
-from ..agents.setgrpo import calibrate  # noqa: E402
-from ..errors import ConfigError  # noqa: E402
-from ..policy import load_policy  # noqa: E402
-from .allocator import keep_freed_memory  # noqa: E402
-from .audit import Auditor  # noqa: E402
-from .collect import Collector  # noqa: E402
-from .engines import make_engine  # noqa: E402
-from .geometry import GradientGeometry  # noqa: E402
-from .pooled import clopper_pearson  # noqa: E402
-from .report import literal_text  # noqa: E402
-from .rundir import write_json  # noqa: E402
-from .seeds import torch_seed  # noqa: E402
-from .suite import make_envs  # noqa: E402
+from ..agents import setgrpo as sm
+from ..agents.build import build_agent
+from ..agents.coefficients import group_coefficients
+from ..agents.config import SetGRPOSettings, TrainConfig
+from ..agents.setgrpo import calibrate
+from ..errors import ConfigError
+from ..policy import load_policy
+from .allocator import keep_freed_memory
+from .audit import Auditor
+from .collect import Collector
+from .engines import make_engine
+from .geometry import GradientGeometry
+from .pooled import clopper_pearson
+from .report import literal_text
+from .rundir import write_json
+from .seeds import torch_seed
+from .suite import make_envs
 
 
 @dataclass(frozen=True)
@@ -192,7 +189,8 @@ def compare_settings(samples: Sequence[GroupSample], variants: Mapping[str, SetG
 @literal_text
 def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
     """Coverage vs 1 − α_a and risk vs α, with the identity line and Clopper–Pearson bars."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))  # no pyplot, no backend: savefig renders with Agg
+    left, right = fig.subplots(1, 2)
     cov = result["coverage"]
     nominal = [r["nominal"] for r in cov]
     for key, label in (("coverage_ref", "w.r.t. reference a*"), ("coverage_true", "w.r.t. true a")):
@@ -214,7 +212,6 @@ def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
     right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], alphas: Sequence[float],

@@ -54,12 +54,11 @@ def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) ->
 def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20) -> None:
     """Judge and true score per step (mean over seeds, a band of ±1 SE), the block means on top."""
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     with matplotlib.rc_context({"text.parse_math": False}):  # a title is drawn as written, never as mathtext
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))  # no pyplot, no backend: savefig renders with Agg
+        ax = fig.subplots()
         steps = np.arange(1, judge.shape[1] + 1)
         for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):
             mean = values.mean(axis=0)
@@ -73,4 +72,3 @@ def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, ti
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(path, dpi=110)
-    plt.close(fig)

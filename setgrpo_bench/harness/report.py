@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from rich.table import Table  # noqa: E402
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+import numpy as np
+from rich.table import Table
 
 
 Plot = TypeVar("Plot", bound=Callable[..., Any])
@@ -45,7 +45,7 @@ def _series(metrics: list[dict[str, Any]], key: str) -> np.ndarray:
     return np.array([m.get(key, np.nan) if m.get(key) is not None else np.nan for m in metrics], dtype=float)
 
 
-def _line(ax: plt.Axes, steps: np.ndarray, values: np.ndarray, label: str, colour: str) -> None:
+def _line(ax: Axes, steps: np.ndarray, values: np.ndarray, label: str, colour: str) -> None:
     """A smoothed line with the raw per-step values faint behind it."""
     window = max(1, len(values) // 10)
     ax.plot(steps, values, color=colour, alpha=0.25, lw=0.8)
@@ -56,7 +56,8 @@ def _line(ax: plt.Axes, steps: np.ndarray, values: np.ndarray, label: str, colou
 def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Path, title: str) -> None:
     """Training reward (judge) and true score per step, and the held-out eval macro before and after
     training with ±2 SE bars; axes fit the data, the legend sits outside them."""
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig = Figure(figsize=(9, 4))  # no pyplot, no backend: savefig renders with Agg
+    ax = fig.subplots()
     steps = np.array([m["step"] for m in metrics])
     if metrics:
         _line(ax, steps, _series(metrics, "reward"), "train reward (judge)", "tab:blue")
@@ -66,12 +67,11 @@ def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Pat
     ax.errorbar([x for x, _ in points], [e["macro_true_score"] for _, e in points],
                 yerr=[2 * e["macro_true_score_se"] for _, e in points], fmt="ks", capsize=4, ms=6,
                 label="held-out eval macro true score (±2 SE)")
-    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="step", ylabel="score", title=title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 @literal_text
@@ -80,7 +80,8 @@ def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha
     (against 1 − α_a: the step's chosen level when α_a is chosen inside the risk test, else
     ``alpha_a``), whether its gate held (against α), and the radius q and threshold τ̂."""
     steps = np.array([m["step"] for m in metrics])
-    fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
+    fig = Figure(figsize=(11, 6.5))
+    axes = fig.subplots(2, 2, sharex=True)
     (accept, cover), (risk, knobs) = axes
     _line(accept, steps, _series(metrics, "acceptance_nonconstant"), "accepted", "tab:green")
     _line(accept, steps, _series(metrics, "uncertifiable"), "uncertifiable", "tab:red")
@@ -108,11 +109,10 @@ def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha
         risk.text(0.5, 0.5, "no group was accepted", transform=risk.transAxes, ha="center", color="grey")
     for ax in axes.flat:
         ax.legend(fontsize=7, loc="best")
-        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def summary_table(result: dict[str, Any]) -> Table:

@@ -1,0 +1,105 @@
+"""The board's two pages, Markdown and a self-contained HTML page (tables and figures inline, no scripts,
+no network), from the tables, verdicts and figures (DESIGN §10)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from .figures import plots
+from .tables import APART, _display, apart_frame, columns, entry_provenance, protocols_of, provenance
+from .verdicts import BASELINE, VERDICT_RULE, noise_order, win_tie_loss
+
+
+def _markdown_table(shown: pd.DataFrame) -> list[str]:
+    return (["| " + " | ".join(shown.columns) + " |", "|" + "|".join("---" for _ in shown.columns) + "|"]
+            + ["| " + " | ".join(row) + " |" for row in shown.astype(str).values.tolist()])
+
+
+def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
+             note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
+             apart: Sequence[dict[str, Any]] = ()) -> str:
+    """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
+    opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
+    the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
+    lines = ["# setgrpo_bench leaderboard", ""]
+    if note:
+        lines += [note, ""]
+    if earlier:
+        lines += ["Earlier boards: " + ", ".join(f"[{name}]({name}/README.md)" for name in earlier), ""]
+    if frame.empty:
+        lines.append("No submissions yet.")
+    else:
+        profiles = sorted(set(frame["noise"]), key=noise_order)
+        verdicts = win_tie_loss(frame)
+        if not verdicts.empty:
+            lines += [f"## Where each method wins, ties or loses against {BASELINE}", "", VERDICT_RULE, "",
+                      *_markdown_table(verdicts), ""]
+        for profile in profiles:
+            lines += [f"## Judge profile `{profile}`", "", *_markdown_table(_display(frame[frame["noise"] == profile])), ""]
+        lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
+                  "- the domain columns: the mean true score of the domain's benchmarks", ""]
+        if protocols := protocols_of(submissions):
+            lines += ["## Protocol", "", *(f"- {p}" for p in protocols), ""]
+        if missing:
+            lines += [f"Not yet on the board ({len(missing)} cells): " + "; ".join(missing) + ".", ""]
+        lines += ["## Provenance", "", *_markdown_table(entry_provenance(submissions))]
+        if note := provenance(submissions):
+            lines += ["", f"**{note}**"]
+    if apart:
+        lines += ["", "## Not ranked: runs not on this board", "", APART, "", *_markdown_table(apart_frame(list(apart)))]
+    if rejected:
+        lines += ["", "## Rejected files", ""] + [f"- `{f}`: {reason}" for f, reason in rejected]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
+              note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
+              apart: Sequence[dict[str, Any]] = ()) -> str:
+    """A self-contained page: the table and plots inline, no scripts, no network."""
+    body = ["<h1>setgrpo_bench leaderboard</h1>"]
+    if note:
+        body += [f"<p class='archived'>{html.escape(paragraph)}</p>" for paragraph in note.split("\n\n")]
+    if earlier:
+        body.append("<p>Earlier boards: " + ", ".join(
+            f"<a href='{html.escape(name)}/index.html'>{html.escape(name)}</a>" for name in earlier) + "</p>")
+    if frame.empty:
+        body.append("<p>No submissions yet.</p>")
+    else:
+        if note := provenance(submissions):
+            body.append(f"<p><strong>{html.escape(note)}</strong></p>")
+        figures = plots(frame, submissions)
+        figure = lambda key: f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{figures.pop(key)}"></figure>'  # noqa: E731
+        verdicts = win_tie_loss(frame)
+        if not verdicts.empty:
+            body.append(f"<h2>Where each method wins, ties or loses against {BASELINE}</h2><p>{html.escape(VERDICT_RULE)}</p>"
+                        + verdicts.to_html(index=False, escape=True, classes="board", border=0))
+        if "robustness" in figures:
+            body.append(figure("robustness"))
+        profiles = sorted(set(frame["noise"]), key=noise_order)
+        for profile in profiles:
+            body.append(f"<h2>Judge profile <code>{html.escape(profile)}</code></h2>")
+            body.append(_display(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
+        body += [figure(key) for key in list(figures)]
+        body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
+                                                      for k, v in columns(submissions).items()) + "</dl>")
+        if protocols := protocols_of(submissions):
+            body.append("<h2>Protocol</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in protocols) + "</ul>")
+        if missing:
+            body.append(f"<p id='missing'>Not yet on the board ({len(missing)} cells): {html.escape('; '.join(missing))}.</p>")
+        body.append("<h2>Provenance</h2>" + entry_provenance(submissions).to_html(index=False, escape=True, classes="board",
+                                                                                 border=0))
+    if apart:
+        body.append(f"<h2 id='apart'>Not ranked: runs not on this board</h2><p>{html.escape(APART)}</p>"
+                    + apart_frame(list(apart)).to_html(index=False, escape=True, classes="board", border=0))
+    if rejected:
+        body.append("<h2>Rejected files</h2><ul>" + "".join(
+            f"<li><code>{html.escape(f)}</code>: {html.escape(r)}</li>" for f, r in rejected) + "</ul>")
+    style = ("body{font-family:sans-serif;margin:2em}table.board{border-collapse:collapse;font-size:13px}"
+             "table.board td,table.board th{padding:4px 8px;border-bottom:1px solid #ddd;text-align:right}"
+             "img{max-width:100%}dt{font-weight:bold}dd{margin:0 0 .5em 1.5em}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>setgrpo_bench leaderboard</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
