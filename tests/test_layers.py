@@ -11,7 +11,7 @@ import pytest
 import setgrpo_bench
 
 PACKAGE = Path(setgrpo_bench.__file__).parent
-LAYERS = ["errors", "hashing", "lazy", "catalog", "tasks", "graders", "envs", "policy", "judges", "agents", "harness", "integrations",
+LAYERS = ["errors", "hashing", "files", "lazy", "catalog", "tasks", "graders", "envs", "policy", "judges", "agents", "harness", "integrations",
           "leaderboard", "cli", "__main__"]
 """Lowest first. ``judges`` (LLM judge backends that load a model) sits above ``policy``."""
 

@@ -298,14 +298,14 @@ def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint(small_pol
 def test_a_full_disk_while_writing_a_file_leaves_no_partial_file(tmp_path, monkeypatch):
     import errno
 
-    from setgrpo_bench.harness import rundir
+    from setgrpo_bench import files
 
     def full(_fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(rundir.os, "fsync", full)
-    with pytest.raises(RunDirError, match=r"cannot write .*eval.json: the disk is full"):
-        rundir.write_json(tmp_path / "eval.json", {"a": 1})
+    monkeypatch.setattr(files.os, "fsync", full)
+    with pytest.raises(files.FileError, match=r"cannot write .*eval.json: the disk is full"):
+        files.write_json(tmp_path / "eval.json", {"a": 1})
     assert list(tmp_path.iterdir()) == []
 
 

@@ -328,12 +328,12 @@ def test_a_built_in_preset_is_replaced_only_on_purpose_and_then_on_the_record(sm
 def test_a_full_disk_while_building_replaces_neither_page(tmp_path, monkeypatch):
     import errno
 
-    from setgrpo_bench.harness import rundir
+    from setgrpo_bench import files
 
     for name in ("README.md", "index.html"):
         (tmp_path / name).write_text("old")
     calls = {"n": 0}
-    real = rundir.os.fsync
+    real = files.os.fsync
 
     def second_fails(fd):
         calls["n"] += 1
@@ -341,9 +341,9 @@ def test_a_full_disk_while_building_replaces_neither_page(tmp_path, monkeypatch)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd)
 
-    monkeypatch.setattr(rundir.os, "fsync", second_fails)
-    with pytest.raises(RunDirError, match="the disk is full.*none was replaced"):
-        rundir.write_texts({tmp_path / "README.md": "new", tmp_path / "index.html": "new"})
+    monkeypatch.setattr(files.os, "fsync", second_fails)
+    with pytest.raises(files.FileError, match="the disk is full.*none was replaced"):
+        files.write_texts({tmp_path / "README.md": "new", tmp_path / "index.html": "new"})
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"README.md": "old", "index.html": "old"}
 
 

@@ -24,8 +24,6 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, SetgrpoBenchError, UnknownNameError
-from ..graders.judge_profiles import judge_profile
-from ..graders.reference import parse_reference
 from .coefficients import coefficient_rules
 from .plugins import selectors
 from .protocol import load_protocol
@@ -127,11 +125,27 @@ class RolloutSettings:
             raise ConfigError("engine", "vllm", "'transformers' or 'generate' on device cpu", "vLLM runs on CUDA: add --device cuda.")
 
 
+def _known_judge(name: str) -> str:
+    from ..graders.judge_profiles import (
+        judge_profile,  # the graders load scipy: not for ``--help``
+    )
+
+    judge_profile(name)
+    return name
+
+
+def _known_reference(spec: str) -> str:
+    from ..graders.reference import parse_reference
+
+    parse_reference(spec)
+    return spec
+
+
 @dataclass(config=_STRICT)
 class GradingSettings:
     """Where the training rewards come from: a simulated noisy judge, an LLM judge, or (oracle) the truth."""
 
-    noise: Annotated[str, AfterValidator(lambda v: judge_profile(v) and v)] = _f(
+    noise: Annotated[str, AfterValidator(lambda v: _known_judge(v))] = _f(
         "realistic", "the training judge: a judge profile, simulated (graders/*.yaml noise profiles) or model-backed "
                      "(learned)")
     judge: str = _f("", "LLM judge instead of the noise profile: 'tiny' or a local transformers checkpoint")
@@ -203,7 +217,7 @@ class SetGRPOSettings:
     window: int = _f(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)", ge=4,
                      fix="D1 and D2 each need calibration groups.")
     warmup_groups: int = _f(48, "SetGRPO: groups of the initial policy audited before the first update", ge=0)
-    reference: Annotated[str, AfterValidator(lambda v: parse_reference(v) and v)] = _f(
+    reference: Annotated[str, AfterValidator(lambda v: _known_reference(v))] = _f(
         "profile:expert", "reference grader for audits: 'profile:NAME' (an independent judge; default the 10×-cost "
         "'expert') or 'consensus:K' (K more calls of the same judge: shares its biases)")
     geometry: Annotated[str, AfterValidator(lambda v: parse_geometry(v) and v)] = _f(

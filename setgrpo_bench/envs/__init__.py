@@ -1,11 +1,10 @@
 """Gymnasium environments over rubric-graded benchmarks (DESIGN §5)."""
 
-from ..tasks.catalog_benchmarks import benchmark_paths, load_env_benchmark
-from .registration import env_id, register_catalog, register_env, registered_env_ids
-from .rubric_env import RubricEnv
-from .spaces import UnicodeText
+from ..lazy import lazy_exports
 
-__all__ = [
-    "RubricEnv", "UnicodeText", "benchmark_paths", "env_id", "load_env_benchmark", "register_catalog",
-    "register_env", "registered_env_ids",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "..tasks.catalog_benchmarks": ["benchmark_paths", "load_env_benchmark"],
+    ".registration": ["env_id", "register_catalog", "register_env", "registered_env_ids"],
+    ".rubric_env": ["RubricEnv"],
+    ".spaces": ["UnicodeText"],
+})

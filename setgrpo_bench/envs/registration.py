@@ -8,7 +8,11 @@ from pathlib import Path
 import gymnasium as gym
 
 from ..tasks.benchmark import SPLITS, Benchmark
-from ..tasks.catalog_benchmarks import add_benchmark, benchmark_paths, load_env_benchmark
+from ..tasks.catalog_benchmarks import (
+    add_benchmark,
+    benchmark_paths,
+    load_env_benchmark,
+)
 
 NAMESPACE = "setgrpo"
 ENTRY_POINT = "setgrpo_bench.envs.rubric_env:RubricEnv"

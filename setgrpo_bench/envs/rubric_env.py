@@ -13,8 +13,8 @@ from gymnasium.error import ResetNeeded
 from ..errors import ConfigError
 from ..graders import Grade, NoiseProfile, RubricGrader, make_grader
 from ..tasks.benchmark import SPLITS, Benchmark
-from ..tasks.model import TaskInstance
 from ..tasks.catalog_benchmarks import load_env_benchmark
+from ..tasks.model import TaskInstance
 from .spaces import UnicodeText
 
 

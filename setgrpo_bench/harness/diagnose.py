@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matplotlib.figure import Figure
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 from rich.console import Console
 from rich.table import Table
 

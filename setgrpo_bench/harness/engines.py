@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from ..agents.config import TrainConfig
-from ..policy.engine import GenerateEngine, GenerationConfig, RolloutEngine, TransformersEngine
+from ..policy.engine import (
+    GenerateEngine,
+    GenerationConfig,
+    RolloutEngine,
+    TransformersEngine,
+)
 from ..policy.model import Policy
 from ..policy.vllm_engine import VLLMEngine
 

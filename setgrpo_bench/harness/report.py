@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import matplotlib
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
-import numpy as np
 from rich.table import Table
-
 
 Plot = TypeVar("Plot", bound=Callable[..., Any])
 

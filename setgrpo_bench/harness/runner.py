@@ -42,6 +42,7 @@ from .rundir import (
     EVAL_INITIAL,
     METRICS,
     TIMINGS,
+    FileError,
     RunDir,
     RunDirError,
     checksum_problems,
@@ -50,6 +51,7 @@ from .rundir import (
     is_measured,
     metrics_problems,
     read_json,
+    read_record,
     step_timings,
     write_json,
 )
@@ -122,7 +124,7 @@ def resume_from(rundir: RunDir, trainer: Trainer, console: Console) -> int:
         console.print(f"resuming {rundir.root} from step {step} ({folder.name})", highlight=False, soft_wrap=True)
         return step
     logged = [r["step"] for r in rundir.metrics()]
-    saved = read_json(rundir.root / CONFIG)["config"]
+    saved = read_record(rundir.root / CONFIG)["config"]
     first_checkpoint = min(saved["checkpoint_every"], saved["steps"])
     if logged and max(logged) > first_checkpoint:
         found = "; ".join(problems) if problems else f"no checkpoint in {rundir.checkpoints}"
@@ -179,7 +181,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
                       f"step {start}; those steps are redone and their lines replaced", highlight=False, soft_wrap=True)
     initial_path = rundir.root / EVAL_INITIAL
     if initial_path.is_file():
-        initial = read_json(initial_path)
+        initial = read_record(initial_path)
     else:
         initial = _initial_evaluation(config, trainer.engine, envs, policy.fingerprint(), console, reuse=reuse_initial)
         write_json(initial_path, initial)
@@ -220,7 +222,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
 
 def _update_steps(rundir: RunDir, config: TrainConfig, console: Console) -> None:
     """``--resume --steps N``: the run now trains to N; its config says so (and so do we)."""
-    saved = read_json(rundir.root / CONFIG)
+    saved = read_record(rundir.root / CONFIG)
     before = saved["config"]["steps"]
     logged = max(rundir.read_metrics().steps(), default=0)
     if config.run.steps < logged:
@@ -284,7 +286,7 @@ def _initial_evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, 
     if reuse and path.is_file():
         try:
             cached = read_json(path)
-        except RunDirError:
+        except FileError:
             cached = None
         if isinstance(cached, dict) and cached.get("key") == key and cached.get("sha256") == stable_hash(cached.get("evaluation")):
             console.print(f"initial evaluation: reused from {path}", highlight=False, soft_wrap=True)

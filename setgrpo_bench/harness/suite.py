@@ -36,7 +36,9 @@ def make_judge(config: TrainConfig) -> Any:
     """The LLM judge backend of ``config`` (local model or endpoint), or None for a noise profile."""
     g = config.grading
     if g.judge:
-        from ..judges import TransformersJudge  # loads a model: imported only for a local judge
+        from ..judges import (
+            TransformersJudge,  # loads a model: imported only for a local judge
+        )
 
         return TransformersJudge(g.judge, config.rollout.device)
     if g.judge_url:

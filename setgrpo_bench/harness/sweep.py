@@ -36,7 +36,7 @@ from ..agents.presets import preset_paths, resolve_config
 from ..errors import ConfigError, UnknownNameError
 from .rundir import (
     CONFIG,
-    RunDirError,
+    FileError,
     RunLockedError,
     holds_run,
     read_json,
@@ -88,7 +88,7 @@ def settings_changed(spec: RunSpec, overrides: Mapping[str, Any]) -> dict[str, l
         return {}
     try:
         saved = read_json(spec.out / CONFIG)["config"]
-    except RunDirError:
+    except FileError:
         return {}  # damaged: the run's own resume reports it
     planned = resolve_config(spec.agent, {**overrides, "noise": spec.noise, "seed": spec.seed}).experiment()
     return {k: [saved[k], v] for k, v in sorted(planned.items()) if k in saved and saved[k] != v}  # recorded settings

@@ -20,7 +20,13 @@ import torch
 
 from ..agents.base import Agent, Decision
 from ..agents.config import TrainConfig
-from ..policy.engine import Rollout, RolloutEngine, prompt_groups, shared_prompt_logprobs, token_logprobs
+from ..policy.engine import (
+    Rollout,
+    RolloutEngine,
+    prompt_groups,
+    shared_prompt_logprobs,
+    token_logprobs,
+)
 from ..policy.model import Policy
 from .geometry import Geometry, GradientGeometry, sequence_weights
 from .objective import grpo_loss, loss_totals

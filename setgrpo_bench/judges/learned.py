@@ -26,14 +26,20 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..graders.grade import Grade
 from ..policy import GenerationConfig, TransformersEngine, load_policy
 from ..policy.embedded import builtin_names, install_build
 from ..policy.engine import cache_argument
+from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..tasks.model import CATEGORIES, TaskInstance
 from ..tasks.scoring import rubric_score
 from .learned_paths import CARD, KEY_FILE, JudgeBuildConfig, build_key, judge_path

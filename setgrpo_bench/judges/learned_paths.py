@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..hashing import stable_hash
 from ..policy.embedded import build_key as policy_build_key
 from ..policy.embedded import builtin_names, cache_root
+from ..tasks.catalog_benchmarks import load_env_benchmark
 
 SHIPPED = Path(__file__).with_name("learned_judge")
 """The default build, shipped inside the package (weights, tokenizer, its key and its card)."""

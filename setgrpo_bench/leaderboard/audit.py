@@ -46,7 +46,7 @@ from ..harness.rundir import (
     MANIFEST,
     TIMINGS,
     WEIGHTS,
-    RunDirError,
+    FileError,
     is_measured,
     read_json,
     read_metrics,
@@ -57,7 +57,6 @@ from ..hashing import stable_hash
 from .layout import ARCHIVED, AUDITS, RESULTS, RUNS, archive_note
 from .submission import git_hash
 from .verify import entry_runs
-
 
 
 class AuditError(SetgrpoBenchError):
@@ -140,7 +139,7 @@ def _config(recorded: Path) -> TrainConfig:
 def _macro(path: Path) -> str:
     try:
         data = read_json(path)
-    except RunDirError:
+    except FileError:
         return "unreadable"
     final = data.get("final", data)
     value = final.get("macro_true_score") if isinstance(final, dict) else None

@@ -10,7 +10,15 @@ from typing import Any
 import pandas as pd
 
 from .figures import plots
-from .tables import APART, _display, apart_frame, columns, entry_provenance, protocols_of, provenance
+from .tables import (
+    APART,
+    _display,
+    apart_frame,
+    columns,
+    entry_provenance,
+    protocols_of,
+    provenance,
+)
 from .verdicts import BASELINE, VERDICT_RULE, noise_order, win_tie_loss
 
 

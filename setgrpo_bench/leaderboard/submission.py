@@ -18,7 +18,7 @@ from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..harness.overoptimisation import curves, overoptimisation
 from ..harness.pooled import pool_seeds
-from ..harness.rundir import MANIFEST, RunDirError, read_json, read_metrics, step_timings
+from ..harness.rundir import MANIFEST, FileError, read_json, read_metrics, step_timings
 from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
 from ..hashing import stable_hash
 from ..policy.embedded import tiny_path
@@ -56,7 +56,7 @@ def _read_run(folder: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[s
             raise SubmissionError(f"{folder} has no {name}{hint}")
     try:
         config, result = read_json(folder / "config.json"), read_json(folder / "eval.json")
-    except RunDirError as exc:
+    except FileError as exc:
         raise SubmissionError(str(exc)) from None
     metrics = read_metrics(folder / "metrics.jsonl")
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-
 PROFILE_ORDER = ("clean", "mild", "realistic", "harsh", "sparse", "verbose", "learned")
 """Judge profiles from the most to the least reliable; others follow in name order."""
 

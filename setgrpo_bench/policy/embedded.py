@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import builtin_root
-from ..tasks.catalog_benchmarks import benchmark_paths, load_env_benchmark
 from ..hashing import stable_hash
+from ..tasks.catalog_benchmarks import benchmark_paths, load_env_benchmark
 
 CACHE_ENV = "SETGRPO_BENCH_CACHE"
 SHIPPED = Path(__file__).with_name("embedded")

@@ -13,12 +13,26 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ..tasks.catalog_benchmarks import load_env_benchmark
-from .embedded import KEY_FILE, TinyConfig, build_key, builtin_names, install_build, tiny_path
+from .embedded import (
+    KEY_FILE,
+    TinyConfig,
+    build_key,
+    builtin_names,
+    install_build,
+    tiny_path,
+)
 from .model import RESPONSE_MARKER
 
 EOS = "<|endoftext|>"

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 import torch
 
-from .engine import EngineError, GenerationConfig, Rollout, RolloutEngine, cat_rollouts, response_mask
+from .engine import (
+    EngineError,
+    GenerationConfig,
+    Rollout,
+    RolloutEngine,
+    cat_rollouts,
+    response_mask,
+)
 from .model import Policy
 
 

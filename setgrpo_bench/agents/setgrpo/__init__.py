@@ -16,9 +16,22 @@ radii ρ = q·σ.
 """
 
 from .agent import SetGRPOAgent
-from .calibration import Calibration, calibrate, calibrate_set_and_threshold, quantile, threshold
+from .calibration import (
+    Calibration,
+    calibrate,
+    calibrate_set_and_threshold,
+    quantile,
+    threshold,
+)
 from .fixed_sequence import bonferroni, fixed_sequence
-from .joint_set import conformal_quantile, conformal_rank, conformal_score, in_set, pac_rank, response_scales
+from .joint_set import (
+    conformal_quantile,
+    conformal_rank,
+    conformal_score,
+    in_set,
+    pac_rank,
+    response_scales,
+)
 from .ltt import binomial_p_value, min_testable_count
 from .recovery import (
     UNCERTIFIABLE,

@@ -47,6 +47,7 @@ class SetGRPOAgent(Agent):
         self.window: deque[tuple[int, AuditedGroup]] = deque(maxlen=params.window)  # (fold, group)
         self.audits = 0
         self._decide = RememberedDecisions()  # window groups are decided again at recurring radii
+        self._observed: tuple[Groups, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] | None = None
 
     # ---------------------------------------------------------------- calibration
     def fold(self, k: int) -> list[AuditedGroup]:
@@ -86,10 +87,17 @@ class SetGRPOAgent(Agent):
         return group_coefficients("grpo", reference[valid], std_floor=self.std_floor)
 
     # ---------------------------------------------------------------- the step
+    def observed(self, groups: Groups) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``observe`` of every non-constant group of a batch, computed once for the batch (``needs``,
+        ``decide`` and ``update`` of one step read the same batch)."""
+        if self._observed is None or self._observed[0] is not groups:
+            self._observed = (groups, {b: o for b in range(groups.n_groups) if (o := self.observe(groups, b)) is not None})
+        return self._observed[1]
+
     def needs(self, groups: Groups, rng: np.random.Generator, *, warmup: bool = False) -> Needs:
         """K of every non-constant group; audits of every one of them in the warm-up, else of
         ⌈audit_fraction · B⌉ of them drawn at random."""
-        observed = {b: o[0] for b in range(groups.n_groups) if (o := self.observe(groups, b)) is not None}
+        observed = {b: o[0] for b, o in self.observed(groups).items()}
         if warmup:
             return Needs(observed, tuple(observed))
         n = min(len(observed), math.ceil(self.params.audit_fraction * groups.n_groups))
@@ -103,11 +111,7 @@ class SetGRPOAgent(Agent):
         coef = np.zeros_like(groups.rewards)
         accepted = np.zeros(groups.rewards.shape, dtype=bool)
         records: list[GroupRecord] = []
-        for b in range(groups.n_groups):
-            observed = self.observe(groups, b)
-            if observed is None:
-                continue
-            valid, a_hat, sigma = observed
+        for b, (valid, a_hat, sigma) in self.observed(groups).items():
             rho = q * sigma
             d = decide_group(grams[b], a_hat, rho, recovery=p.recovery)
             take = d.certifiable and d.score >= tau
@@ -122,11 +126,9 @@ class SetGRPOAgent(Agent):
 
     def update(self, groups: Groups, grams: Grams, audits: Audits) -> None:
         """Add the audited groups to the window, alternately to D1 and D2."""
-        for b in sorted(audits):
-            observed = self.observe(groups, b)
-            if observed is None:
-                continue
-            valid, a_hat, sigma = observed
+        observed = self.observed(groups)
+        for b in sorted(b for b in audits if b in observed):
+            valid, a_hat, sigma = observed[b]
             a_ref = self.reference_coefficients(audits[b], valid)
             if a_ref is not None:
                 self.window.append((self.audits % 2, AuditedGroup(a_hat, a_ref, sigma, grams[b])))

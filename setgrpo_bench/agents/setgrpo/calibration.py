@@ -16,7 +16,12 @@ from ...errors import ConfigError
 from ..config import SetGRPOSettings, parse_levels
 from .joint_set import conformal_quantile, conformal_score
 from .recovery import GroupDecider, decide_group
-from .risk_gate import acceptance_levels, calibrate_threshold, gate_trial, select_certified
+from .risk_gate import (
+    acceptance_levels,
+    calibrate_threshold,
+    gate_trial,
+    select_certified,
+)
 from .window import AuditedGroup
 
 

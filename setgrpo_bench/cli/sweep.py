@@ -1,0 +1,45 @@
+"""``sweep``: every (agent, judge profile, seed) of a comparison, resumable, in parallel processes."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_overrides, catalog_flag, console
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    from ..agents.presets import preset_paths
+
+    parser = commands.add_parser("sweep", help="run every (agent, judge profile, seed), resumable, in parallel processes",
+                                 parents=[catalog_flag()], allow_abbrev=False)  # --seed is not --seeds
+    parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: " + ", ".join(sorted(preset_paths())))
+    parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
+    parser.add_argument("--jobs", type=int, default=1, help="local backend: runs at once (each gets cores / jobs threads)")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local processes, or Ray tasks (the [ray] extra)")
+    parser.add_argument("--address", help="ray: the cluster to join (default: a local Ray started for the sweep)")
+    parser.add_argument("--cpus-per-run", type=int, default=1, help="ray: CPUs (and torch threads) of each run")
+    parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
+    parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<noise>/<agent>/seed<k>/")
+    add_overrides(parser, "grpo", skip=("seed",))  # seeds come from --seeds; --noise takes a comma-separated list
+    parser.set_defaults(func=_sweep)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from ..agents.config import FIELDS
+    from ..agents.protocol import load_protocol
+    from ..harness.sweep import RayBackend, parse_seeds, sweep
+
+    overrides = {name: getattr(args, name) for name in FIELDS if name not in ("agent", "seed", "noise", "threads")
+                 and getattr(args, name, None) is not None}
+    protocol = load_protocol(args.protocol) if args.protocol else None
+    noises = [n.strip() for n in args.noise.split(",") if n.strip()] if args.noise else (
+        list(protocol.noise) if protocol else ["realistic"])
+    seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
+    result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, backend=backend,
+                   threads=args.threads, console=console)
+    failed = sum(r["status"] not in ("done", "skipped (finished before)") for r in result)
+    console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
+    return 1 if failed else 0
