@@ -59,7 +59,7 @@ def test_one_by_one_grading(benchmark, groups):
 def test_grading_is_linear_in_the_response(benchmark, newlines):
     """A response of blank lines graded on every built-in benchmark's first eval task. Linear grading
     takes 16× as long for 16,000 newlines as for 1,000; before the regex checks were kept to their line
-    (``checks.line_local``), EventInvitation's greeting alone took 6.3 s at 16,000. Compare the two means
+    (``tasks.response.line_local``), EventInvitation's greeting alone took 6.3 s at 16,000. Compare the two means
     (``--benchmark-only``): their ratio should be near 16, the 16,000 case well under 0.1 s."""
     from setgrpo_bench.policy.embedded import builtin_names
 

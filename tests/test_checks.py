@@ -1,7 +1,8 @@
 import pytest
 
 from setgrpo_bench.errors import SpecError
-from setgrpo_bench.tasks.checks import ResponseView, build_check
+from setgrpo_bench.tasks.checks import build_check
+from setgrpo_bench.tasks.response import ResponseView
 
 
 def met(spec, text):

@@ -14,7 +14,12 @@ from scipy.stats import binom
 from setgrpo_bench.agents import setgrpo as sm
 from setgrpo_bench.graders import NoiseProfile, RubricGrader
 from setgrpo_bench.harness.averages import aggregate
-from setgrpo_bench.harness.pooled import clopper_pearson, pool, pool_seeds, summarise_diagnostics
+from setgrpo_bench.harness.pooled import (
+    clopper_pearson,
+    pool,
+    pool_seeds,
+    summarise_diagnostics,
+)
 from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance
 from setgrpo_bench.tasks.checks import build_check
 

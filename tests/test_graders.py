@@ -5,7 +5,13 @@ import pytest
 from conftest import binomial_ok
 
 from setgrpo_bench.errors import ConfigError, SpecError, UnknownNameError
-from setgrpo_bench.graders import NoiseProfile, RubricGrader, load_profile, make_reference, profile_names
+from setgrpo_bench.graders import (
+    NoiseProfile,
+    RubricGrader,
+    load_profile,
+    make_reference,
+    profile_names,
+)
 from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance
 
 N_GRADINGS = 20_000

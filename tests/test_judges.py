@@ -11,7 +11,12 @@ from conftest import binomial_ok
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.graders.endpoint import EndpointJudge, JudgeEndpointError
-from setgrpo_bench.graders.llm_judge import LLMJudgeGrader, load_judge_profile, parse_verdict, tempered
+from setgrpo_bench.graders.llm_judge import (
+    LLMJudgeGrader,
+    load_judge_profile,
+    parse_verdict,
+    tempered,
+)
 from setgrpo_bench.harness import run
 from setgrpo_bench.judges import TransformersJudge
 from setgrpo_bench.judges.serve import _Handler, make_server

@@ -16,8 +16,21 @@ from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.rundir import RECORDS, finite_json
-from setgrpo_bench.leaderboard import SubmissionError, build_board, check_submission, load_board, make_submission, publish
-from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci, macro_se, mean_se, seed_level_se
+from setgrpo_bench.leaderboard import (
+    SubmissionError,
+    build_board,
+    check_submission,
+    load_board,
+    make_submission,
+    publish,
+)
+from setgrpo_bench.leaderboard.aggregate import (
+    aggregate_seeds,
+    bootstrap_ci,
+    macro_se,
+    mean_se,
+    seed_level_se,
+)
 from setgrpo_bench.leaderboard.board import markdown, missing_cells
 
 SMALL = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2, group_size=3, eval_instances=2,

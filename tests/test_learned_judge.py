@@ -6,8 +6,18 @@ import pytest
 import torch
 from conftest import binomial_ok
 
-from setgrpo_bench.judges.learned import LearnedJudgeGrader, _encode, _left_padded, build_judge
-from setgrpo_bench.judges.learned_paths import KEY_FILE, SHIPPED, JudgeBuildConfig, build_key
+from setgrpo_bench.judges.learned import (
+    LearnedJudgeGrader,
+    _encode,
+    _left_padded,
+    build_judge,
+)
+from setgrpo_bench.judges.learned_paths import (
+    KEY_FILE,
+    SHIPPED,
+    JudgeBuildConfig,
+    build_key,
+)
 
 SMALL_JUDGE = JudgeBuildConfig(n_embd=16, n_layer=1, n_head=2, label_budget=600, held_out=200, epochs=1)
 

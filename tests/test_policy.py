@@ -6,7 +6,13 @@ import torch
 from scipy.stats import binom
 
 from setgrpo_bench.errors import ConfigError
-from setgrpo_bench.policy import EngineError, GenerateEngine, GenerationConfig, TransformersEngine, load_policy
+from setgrpo_bench.policy import (
+    EngineError,
+    GenerateEngine,
+    GenerationConfig,
+    TransformersEngine,
+    load_policy,
+)
 from setgrpo_bench.policy.engine import response_mask, token_logprobs, top_p_filter
 
 
@@ -100,7 +106,13 @@ def test_the_shipped_policy_matches_the_suite_and_its_config():
     """The embedded policy ships inside the package under the key of the suite and config it was
     built from; a change to a benchmark, a rubric or the config makes this fail: rebuild it with
     ``python -m setgrpo_bench build-policy``."""
-    from setgrpo_bench.policy.embedded import SHIPPED, TinyConfig, build_key, shipped_key, tiny_path
+    from setgrpo_bench.policy.embedded import (
+        SHIPPED,
+        TinyConfig,
+        build_key,
+        shipped_key,
+        tiny_path,
+    )
 
     assert shipped_key() is not None, f"no policy is shipped in {SHIPPED}"
     assert shipped_key() == build_key(TinyConfig()), "the shipped policy is stale: python -m setgrpo_bench build-policy"

@@ -13,8 +13,18 @@ from conftest import SMALL_RUN
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.harness import run
-from setgrpo_bench.harness.rundir import RunDir, RunDirError, RunLockedError, read_metrics
-from setgrpo_bench.leaderboard import SubmissionError, build_board, make_submission, publish
+from setgrpo_bench.harness.rundir import (
+    RunDir,
+    RunDirError,
+    RunLockedError,
+    read_metrics,
+)
+from setgrpo_bench.leaderboard import (
+    SubmissionError,
+    build_board,
+    make_submission,
+    publish,
+)
 
 
 def _config(policy, **kw):

@@ -209,7 +209,8 @@ def test_regex_checks_stay_on_their_line_and_find_what_they_found():
     the kept pattern is found exactly where the written one is."""
     from setgrpo_bench.envs import load_env_benchmark
     from setgrpo_bench.policy.embedded import builtin_names
-    from setgrpo_bench.tasks.checks import Regex, line_local
+    from setgrpo_bench.tasks.checks import Regex
+    from setgrpo_bench.tasks.response import line_local
 
     rewritten = 0
     for name in builtin_names():
@@ -249,8 +250,7 @@ def _entry_points(group, *values):
 
 
 def test_a_broken_plugin_is_one_warning_and_breaks_nothing_else(tmp_path, monkeypatch):
-    from setgrpo_bench.agents import plugins
-    from setgrpo_bench.agents import coefficients
+    from setgrpo_bench.agents import coefficients, plugins
     from setgrpo_bench.agents.coefficients import coefficient_rules
     from setgrpo_bench.cli import main
 

@@ -9,9 +9,16 @@ import pytest
 import torch
 from conftest import Killed, kill_after
 
-from setgrpo_bench.agents import Decision, Groups, Needs, SetGRPOAgent, TrainConfig, resolve_config
+from setgrpo_bench.agents import (
+    Decision,
+    Groups,
+    Needs,
+    SetGRPOAgent,
+    TrainConfig,
+    resolve_config,
+)
 from setgrpo_bench.agents import setgrpo as sm
-from setgrpo_bench.agents.config import parse_geometry
+from setgrpo_bench.agents.fields import parse_geometry
 from setgrpo_bench.errors import ConfigError
 from setgrpo_bench.graders import RubricGrader
 from setgrpo_bench.harness import run

@@ -14,17 +14,28 @@ is an error rather than a silent no-op. Values are checked by pydantic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, field
 from dataclasses import dataclass as plain_dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator
 from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
-from ..errors import ConfigError, SetgrpoBenchError, UnknownNameError
+from ..errors import ConfigError, UnknownNameError
 from .coefficients import coefficient_rules
+from .fields import (
+    STRICT,
+    build_settings,
+    check_device,
+    field_of,
+    known_judge,
+    known_reference,
+    one_of,
+    parse_geometry,
+    parse_levels,
+)
 from .plugins import selectors
 from .protocol import load_protocol
 
@@ -38,86 +49,38 @@ DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", 
 run may resume on another device and seeds run on CPU and GPU publish together."""
 
 
-def _f(default: Any, help: str, *, fix: str = "", **bounds: float) -> Any:
-    """A setting: its default, its one-line help (the ``--help`` of its flag), its bounds (``ge``,
-    ``gt``, ``le``, ``lt``, checked by pydantic) and the fix an error message suggests."""
-    return Field(default, description=help, json_schema_extra={"fix": fix} if fix else None, **bounds)
-
-
-def _device(value: str) -> str:
-    if value in ("cpu", "cuda") or value.startswith("cuda:"):
-        return value
-    raise ConfigError("device", value, "'cpu', 'cuda' or 'cuda:N'")
-
-
-def _one_of(kind: str, known: Sequence[str] | Mapping[str, Any] | Callable[[], Sequence[str]]) -> Callable[[str], str]:
-    """A validator of a name; ``known`` may be a function (names that installed plugins add)."""
-    def check(value: str) -> str:
-        names = known() if callable(known) else known
-        if value not in names:
-            raise UnknownNameError(kind, value, names)
-        return value
-
-    return check
-
-
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-"""Unknown fields, NaN and ±∞ are refused; values from the command line (strings) are converted."""
-
-
-def parse_levels(spec: str) -> tuple[float, ...]:
-    """``"0.5,0.8,0.9"`` → (0.5, 0.8, 0.9): set levels α_a, each in (0, 1); ``""`` → () (none)."""
-    try:
-        levels = tuple(float(x) for x in str(spec).split(",") if x.strip())
-    except ValueError:
-        raise ConfigError("alpha_a_grid", spec, "comma-separated numbers in (0, 1), e.g. '0.5,0.8,0.9'") from None
-    if any(not 0 < x < 1 for x in levels) or len(set(levels)) != len(levels):
-        raise ConfigError("alpha_a_grid", spec, "distinct numbers in (0, 1), e.g. '0.5,0.8,0.9'")
-    return levels
-
-
-def parse_geometry(spec: str) -> tuple[str, int]:
-    """``full`` | ``identity`` | ``last:N`` | ``sketch:D`` → (kind, size)."""
-    kind, _, arg = str(spec).partition(":")
-    if kind in ("full", "identity") and not arg:
-        return kind, 0
-    if kind in ("last", "sketch") and arg.isdigit() and int(arg) >= 1:
-        return kind, int(arg)
-    raise ConfigError("geometry", spec, "'full', 'identity', 'last:N' or 'sketch:D' with a positive integer")
-
-
-@dataclass(config=_STRICT)
+@dataclass(config=STRICT)
 class RunSettings:
     """What is trained on, for how long, and how it is evaluated."""
 
-    agent: str = _f("grpo", "agent preset name (agents/<name>.yaml)")
-    envs: str = _f("builtin", "'builtin' (the whole suite) or comma-separated env ids / benchmark names")
-    seed: int = _f(0, "seed of task sampling, generation, grading noise and evaluation", ge=0)
-    steps: int = _f(32, "training steps (one batch of groups each)", ge=0)
-    groups_per_step: int = _f(16, "prompts per step (B)", ge=1)
-    group_size: int = _f(8, "responses per prompt (G >= 2)", ge=2, fix="GRPO needs at least 2 responses per prompt.")
-    eval_instances: int = _f(64, "eval-split instances per env (0: the whole split)", ge=0)
-    checkpoint_every: int = _f(1, "steps between checkpoints (resume restarts from the last one)", ge=1)
-    protocol: str = _f("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
+    agent: str = field_of("grpo", "agent preset name (agents/<name>.yaml)")
+    envs: str = field_of("builtin", "'builtin' (the whole suite) or comma-separated env ids / benchmark names")
+    seed: int = field_of(0, "seed of task sampling, generation, grading noise and evaluation", ge=0)
+    steps: int = field_of(32, "training steps (one batch of groups each)", ge=0)
+    groups_per_step: int = field_of(16, "prompts per step (B)", ge=1)
+    group_size: int = field_of(8, "responses per prompt (G >= 2)", ge=2, fix="GRPO needs at least 2 responses per prompt.")
+    eval_instances: int = field_of(64, "eval-split instances per env (0: the whole split)", ge=0)
+    checkpoint_every: int = field_of(1, "steps between checkpoints (resume restarts from the last one)", ge=1)
+    protocol: str = field_of("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
 
 
-@dataclass(config=_STRICT)
+@dataclass(config=STRICT)
 class RolloutSettings:
     """The policy, the device it runs on and how it samples."""
 
-    policy: str = _f("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
-    device: Annotated[str, AfterValidator(_device)] = _f("cpu", "cpu, cuda or cuda:N")
-    engine: Annotated[str, AfterValidator(_one_of("engine", ENGINES))] = _f(
+    policy: str = field_of("tiny", "'tiny' (embedded model) or a transformers causal-LM folder")
+    device: Annotated[str, AfterValidator(check_device)] = field_of("cpu", "cpu, cuda or cuda:N")
+    engine: Annotated[str, AfterValidator(one_of("engine", ENGINES))] = field_of(
         "transformers", "rollout engine: transformers (a sampling loop over the model's forward with its KV cache), "
         "generate (transformers' generate, any model), vllm (GPU, [vllm] extra)")
-    vllm_gpu_memory: float = _f(0.3, "vLLM: share of GPU memory for its weights and KV cache", gt=0, lt=1)
-    is_cap: float = _f(2.0, "vLLM: truncation C of the per-token importance weight π_old/π_vllm", ge=1)
-    temperature: float = _f(1.0, "sampling temperature for rollouts and evaluation", gt=0)
-    top_p: float = _f(1.0, "nucleus sampling mass", gt=0, le=1)
-    max_new_tokens: int = _f(72, "response length cap in tokens", ge=1)
-    threads: int = _f(0, "torch threads (0: every core this process may use; sweep gives each of N parallel runs "
+    vllm_gpu_memory: float = field_of(0.3, "vLLM: share of GPU memory for its weights and KV cache", gt=0, lt=1)
+    is_cap: float = field_of(2.0, "vLLM: truncation C of the per-token importance weight π_old/π_vllm", ge=1)
+    temperature: float = field_of(1.0, "sampling temperature for rollouts and evaluation", gt=0)
+    top_p: float = field_of(1.0, "nucleus sampling mass", gt=0, le=1)
+    max_new_tokens: int = field_of(72, "response length cap in tokens", ge=1)
+    threads: int = field_of(0, "torch threads (0: every core this process may use; sweep gives each of N parallel runs "
                       "cores/N)", ge=0)
-    update_batch: int = _f(16, "responses per forward/backward of the update (less memory, faster on CPU; the same "
+    update_batch: int = field_of(16, "responses per forward/backward of the update (less memory, faster on CPU; the same "
                            "update)", ge=1)
 
     def __post_init__(self) -> None:
@@ -125,36 +88,20 @@ class RolloutSettings:
             raise ConfigError("engine", "vllm", "'transformers' or 'generate' on device cpu", "vLLM runs on CUDA: add --device cuda.")
 
 
-def _known_judge(name: str) -> str:
-    from ..graders.judge_profiles import (
-        judge_profile,  # the graders load scipy: not for ``--help``
-    )
-
-    judge_profile(name)
-    return name
-
-
-def _known_reference(spec: str) -> str:
-    from ..graders.reference import parse_reference
-
-    parse_reference(spec)
-    return spec
-
-
-@dataclass(config=_STRICT)
+@dataclass(config=STRICT)
 class GradingSettings:
     """Where the training rewards come from: a simulated noisy judge, an LLM judge, or (oracle) the truth."""
 
-    noise: Annotated[str, AfterValidator(lambda v: _known_judge(v))] = _f(
+    noise: Annotated[str, AfterValidator(lambda v: known_judge(v))] = field_of(
         "realistic", "the training judge: a judge profile, simulated (graders/*.yaml noise profiles) or model-backed "
                      "(learned)")
-    judge: str = _f("", "LLM judge instead of the noise profile: 'tiny' or a local transformers checkpoint")
-    judge_url: str = _f("", "LLM judge at an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
-    judge_model: str = _f("", "model name served at judge_url")
-    judge_api_key_env: str = _f("", "environment variable holding the endpoint's API key (never logged)")
-    judge_profile: str = _f("judge-default", "judge question template and sampling (graders/judge-*.yaml)")
-    judge_repeats: float = _f(1.0, "judge calls per response, averaged (GRPO-Kavg; fractional: met over the run)", ge=1)
-    oracle: bool = _f(False, "train on the true score (an upper bound, flagged on every report)")
+    judge: str = field_of("", "LLM judge instead of the noise profile: 'tiny' or a local transformers checkpoint")
+    judge_url: str = field_of("", "LLM judge at an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
+    judge_model: str = field_of("", "model name served at judge_url")
+    judge_api_key_env: str = field_of("", "environment variable holding the endpoint's API key (never logged)")
+    judge_profile: str = field_of("judge-default", "judge question template and sampling (graders/judge-*.yaml)")
+    judge_repeats: float = field_of(1.0, "judge calls per response, averaged (GRPO-Kavg; fractional: met over the run)", ge=1)
+    oracle: bool = field_of(False, "train on the true score (an upper bound, flagged on every report)")
 
     def __post_init__(self) -> None:
         if self.judge and self.judge_url:
@@ -167,72 +114,72 @@ class GradingSettings:
         return bool(self.judge or self.judge_url)
 
 
-@dataclass(config=_STRICT)
+@dataclass(config=STRICT)
 class ObjectiveSettings:
     """The GRPO objective every agent optimises, and its optimiser."""
 
-    lr: float = _f(5e-4, "AdamW learning rate (1e-3 collapsed a 1M model under heavy noise)", gt=0, lt=1)
-    weight_decay: float = _f(0.0, "AdamW weight decay", ge=0)
-    max_grad_norm: float = _f(1.0, "gradient clipping norm", gt=0)
-    mu: int = _f(1, "inner optimisation passes over each batch (μ)", ge=1)
-    loss_type: Annotated[str, AfterValidator(_one_of("loss type", LOSS_TYPES))] = _f(
+    lr: float = field_of(5e-4, "AdamW learning rate (1e-3 collapsed a 1M model under heavy noise)", gt=0, lt=1)
+    weight_decay: float = field_of(0.0, "AdamW weight decay", ge=0)
+    max_grad_norm: float = field_of(1.0, "gradient clipping norm", gt=0)
+    mu: int = field_of(1, "inner optimisation passes over each batch (μ)", ge=1)
+    loss_type: Annotated[str, AfterValidator(one_of("loss type", LOSS_TYPES))] = field_of(
         "grpo", "loss normalisation: grpo (token mean per sequence), dr_grpo, dapo")
-    clip: bool = _f(True, "PPO ratio clipping (False: RGRA)")
-    epsilon_low: float = _f(0.2, "lower clip range ε_low", ge=0, lt=1)
-    epsilon_high: float = _f(0.2, "upper clip range ε_high (DAPO uses 0.28)", ge=0)
-    beta: float = _f(0.0, "k3 KL coefficient to the initial policy (0: no reference model)", ge=0)
-    normalise_over: Annotated[str, AfterValidator(_one_of("loss normaliser", NORMALISERS))] = _f(
+    clip: bool = field_of(True, "PPO ratio clipping (False: RGRA)")
+    epsilon_low: float = field_of(0.2, "lower clip range ε_low", ge=0, lt=1)
+    epsilon_high: float = field_of(0.2, "upper clip range ε_high (DAPO uses 0.28)", ge=0)
+    beta: float = field_of(0.0, "k3 KL coefficient to the initial policy (0: no reference model)", ge=0)
+    normalise_over: Annotated[str, AfterValidator(one_of("loss normaliser", NORMALISERS))] = field_of(
         "batch", "loss mean over every response of the 'batch' (TRL's: zero-coefficient and rejected responses count "
         "as zeros, so fewer informative groups make a smaller step) or over the 'accepted' responses only")
 
 
-@dataclass(config=_STRICT)
+@dataclass(config=STRICT)
 class CoefficientSettings:
     """The coefficient rule (rewards of a group → training coefficients) and the optional selector."""
 
-    rule: Annotated[str, AfterValidator(_one_of("coefficient rule", coefficient_rules))] = _f(
+    rule: Annotated[str, AfterValidator(one_of("coefficient rule", coefficient_rules))] = field_of(
         "grpo", "coefficient rule: rewards of a group → training coefficients")
-    selector: Annotated[str, AfterValidator(_one_of("selector", selectors))] = _f(
+    selector: Annotated[str, AfterValidator(one_of("selector", selectors))] = field_of(
         "none", "'none' (the rule's coefficients train as they are) or 'setgrpo' (SetGRPO)")
-    std_floor: float = _f(0.05, "floor of the group std in grpo coefficients (rubric scores are continuous)", ge=0)
-    qae_quantile: float = _f(0.4, "QAE: quantile K of the group used as baseline", ge=0, le=1)
-    qae_std: bool = _f(False, "QAE: also divide by the group std")
+    std_floor: float = field_of(0.05, "floor of the group std in grpo coefficients (rubric scores are continuous)", ge=0)
+    qae_quantile: float = field_of(0.4, "QAE: quantile K of the group used as baseline", ge=0, le=1)
+    qae_std: bool = field_of(False, "QAE: also divide by the group std")
 
 
-@dataclass(config=_STRICT)
+@dataclass(config=STRICT)
 class SetGRPOSettings:
     """SetGRPO's three modules: (a) the joint coefficient set, (b) safe recovery, (c) the risk gate."""
 
-    alpha_a: float = _f(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C (when alpha_a_grid is empty)",
+    alpha_a: float = field_of(0.5, "SetGRPO (a): miscoverage level α_a of the joint coefficient set C (when alpha_a_grid is empty)",
                         gt=0, lt=1)
-    alpha_a_grid: Annotated[str, AfterValidator(lambda v: parse_levels(v) is not None and v)] = _f(
+    alpha_a_grid: Annotated[str, AfterValidator(lambda v: parse_levels(v) is not None and v)] = field_of(
         "", "SetGRPO (a)+(c): set levels α_a tried inside the risk test, comma-separated (e.g. '0.5,0.8,0.9'; "
         "Bonferroni over them keeps LTT's guarantee); empty: α_a is fixed at alpha_a")
-    delta_a: float = _f(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)",
+    delta_a: float = field_of(0.0, "SetGRPO (a): PAC confidence δ_a of the set's coverage (0: plain split conformal)",
                         ge=0, lt=1, fix="0 selects plain split conformal.")
-    alpha: float = _f(0.2, "SetGRPO (c): risk level α of the conditional direction-reversal risk", gt=0, lt=1)
-    delta: float = _f(0.1, "SetGRPO (c): Learn-then-Test confidence δ", gt=0, lt=1)
-    audit_fraction: float = _f(0.25, "SetGRPO: share of each step's groups also graded by the reference grader",
+    alpha: float = field_of(0.2, "SetGRPO (c): risk level α of the conditional direction-reversal risk", gt=0, lt=1)
+    delta: float = field_of(0.1, "SetGRPO (c): Learn-then-Test confidence δ", gt=0, lt=1)
+    audit_fraction: float = field_of(0.25, "SetGRPO: share of each step's groups also graded by the reference grader",
                                ge=0, le=1)
-    window: int = _f(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)", ge=4,
+    window: int = field_of(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)", ge=4,
                      fix="D1 and D2 each need calibration groups.")
-    warmup_groups: int = _f(48, "SetGRPO: groups of the initial policy audited before the first update", ge=0)
-    reference: Annotated[str, AfterValidator(lambda v: _known_reference(v))] = _f(
+    warmup_groups: int = field_of(48, "SetGRPO: groups of the initial policy audited before the first update", ge=0)
+    reference: Annotated[str, AfterValidator(lambda v: known_reference(v))] = field_of(
         "profile:expert", "reference grader for audits: 'profile:NAME' (an independent judge; default the 10×-cost "
         "'expert') or 'consensus:K' (K more calls of the same judge: shares its biases)")
-    geometry: Annotated[str, AfterValidator(lambda v: parse_geometry(v) and v)] = _f(
+    geometry: Annotated[str, AfterValidator(lambda v: parse_geometry(v) and v)] = field_of(
         "full", "K from per-response gradients: full, last:N (blocks), sketch:D, identity")
-    calibrate: bool = _f(True, "SetGRPO (a): calibrate q on D1 (False: q = fixed_q, the no-calib ablation)")
-    fixed_q: float = _f(1.0, "q used when calibrate is False", ge=0)
-    recovery: bool = _f(True, "SetGRPO (b): execute c(λ*) (False: execute â, score by certified radius ratio)")
-    gate: bool = _f(True, "SetGRPO (c): gate by the LTT threshold (False: accept every certifiable group)")
-    gate_start: float = _f(0.0, "SetGRPO (c): the LTT walk starts at the first threshold that accepts at least this "
+    calibrate: bool = field_of(True, "SetGRPO (a): calibrate q on D1 (False: q = fixed_q, the no-calib ablation)")
+    fixed_q: float = field_of(1.0, "q used when calibrate is False", ge=0)
+    recovery: bool = field_of(True, "SetGRPO (b): execute c(λ*) (False: execute â, score by certified radius ratio)")
+    gate: bool = field_of(True, "SetGRPO (c): gate by the LTT threshold (False: accept every certifiable group)")
+    gate_start: float = field_of(0.0, "SetGRPO (c): the LTT walk starts at the first threshold that accepts at least this "
                            "share of D2 (0: at the first testable one)", ge=0, le=1)
-    execute: Annotated[str, AfterValidator(_one_of("executed coefficients", EXECUTE))] = _f(
+    execute: Annotated[str, AfterValidator(one_of("executed coefficients", EXECUTE))] = field_of(
         "recovered", "SetGRPO: what accepted groups train on: 'recovered' (c(λ*)) or 'original' (â; λ* only gates)")
-    grid_start: float = _f(0.10, "SetGRPO (c): strictest acceptance fraction of the threshold grid", gt=0, le=1)
-    grid_step: float = _f(0.05, "SetGRPO (c): acceptance step of the grid (10%, 15%, …, 100%)", gt=0, le=1)
-    spread_floor: float = _f(0.01, "SetGRPO (a): floor of the judge spread in the scales σ", gt=0,
+    grid_start: float = field_of(0.10, "SetGRPO (c): strictest acceptance fraction of the threshold grid", gt=0, le=1)
+    grid_step: float = field_of(0.05, "SetGRPO (c): acceptance step of the grid (10%, 15%, …, 100%)", gt=0, le=1)
+    spread_floor: float = field_of(0.01, "SetGRPO (a): floor of the judge spread in the scales σ", gt=0,
                              fix="σ must be positive.")
 
 
@@ -243,50 +190,6 @@ GROUPS: dict[str, type] = {
 FIELDS: dict[str, FieldInfo] = {name: f for group in GROUPS.values() for name, f in group.__pydantic_fields__.items()}
 """Every setting by its flat name (the CLI flag and preset key): ``.default``, ``.description`` (its help)."""
 GROUP_OF: dict[str, str] = {name: group_name for group_name, group in GROUPS.items() for name in group.__pydantic_fields__}
-
-
-Settings = TypeVar("Settings")
-
-
-def build_settings(group: type[Settings], values: Mapping[str, Any]) -> Settings:
-    """``group(**values)`` with pydantic's verdict turned into ours: the first bad value as a
-    ``ConfigError`` naming the setting, the value, what is allowed (its type and bounds) and the fix."""
-    for name, value in values.items():  # pydantic would read True as 1
-        info = group.__pydantic_fields__.get(name)
-        if isinstance(value, bool) and info is not None and not isinstance(info.default, bool):
-            raise ConfigError(name, value, allowed_values(info))
-    try:
-        return group(**values)
-    except ValidationError as exc:
-        raise _config_error(group, exc.errors()[0]) from None
-
-
-_BOUND_WORDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-
-
-def allowed_values(info: FieldInfo) -> str:
-    """A setting's type and bounds in words: 'an integer >= 2', 'a number in (0, 1]'."""
-    kind = {int: "an integer", float: "a number", bool: "true or false"}.get(type(info.default), "a string")
-    bounds = {name: getattr(m, name) for m in info.metadata for name in _BOUND_WORDS if hasattr(m, name)}
-    low = next(((k, v) for k, v in bounds.items() if k in ("ge", "gt")), None)
-    high = next(((k, v) for k, v in bounds.items() if k in ("le", "lt")), None)
-    if low and high:
-        return f"{kind} in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
-    return " ".join([kind, *(f"{_BOUND_WORDS[k]} {v:g}" for k, v in bounds.items())])
-
-
-def _config_error(group: type, error: dict[str, Any]) -> SetgrpoBenchError:
-    """Our error for one of pydantic's: the original of a check of ours, else a ``ConfigError``."""
-    if error["type"] == "value_error" and isinstance(error.get("ctx", {}).get("error"), SetgrpoBenchError):
-        return error["ctx"]["error"]
-    if error["type"] == "unexpected_keyword_argument":
-        return UnknownNameError("config field", str(error["loc"][0]), FIELDS)
-    name = str(error["loc"][0]) if error["loc"] else group.__name__
-    info = group.__pydantic_fields__.get(name)
-    if info is None:
-        return ConfigError(name, error.get("input"), error["msg"])
-    fix = (info.json_schema_extra or {}).get("fix", "") if isinstance(info.json_schema_extra, dict) else ""
-    return ConfigError(name, error.get("input"), allowed_values(info), fix)
 
 
 @plain_dataclass(frozen=True)

@@ -15,7 +15,8 @@ from pydantic import TypeAdapter, ValidationError
 from ..catalog import builtin_root, catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
 from ..tasks.yamlio import line_of, load_yaml
-from .config import FIELDS, TrainConfig, allowed_values
+from .config import FIELDS, TrainConfig
+from .fields import allowed_values
 from .protocol import load_protocol
 
 

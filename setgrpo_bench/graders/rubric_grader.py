@@ -11,8 +11,8 @@ from scipy.special import expit, logit, ndtri
 from scipy.stats import norm
 
 from ..errors import ConfigError
-from ..tasks.checks import ResponseView
 from ..tasks.model import TaskInstance
+from ..tasks.response import ResponseView
 from ..tasks.scoring import SCORE_RULES, rubric_score
 from .grade import Grade
 from .noise import HERMITE, NoiseProfile, load_profile, persistent_uniforms

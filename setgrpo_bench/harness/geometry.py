@@ -36,22 +36,13 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 from transformers.pytorch_utils import Conv1D
 
-from ..agents.config import parse_geometry
+from ..agents.fields import parse_geometry
 from ..errors import ConfigError
 from ..policy.engine import Rollout
+from .objective import sequence_weights
 
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 _SUPPORTED = (torch.nn.Linear, Conv1D, torch.nn.Embedding, torch.nn.LayerNorm)
-
-
-def sequence_weights(mask: torch.Tensor, loss_type: str, max_new_tokens: int) -> torch.Tensor:
-    """w_i of each response's term w_i Σ_t log π(o_it) in the loss, shape (N,)."""
-    lengths = mask.sum(1).float()
-    if loss_type == "grpo":
-        return 1.0 / lengths.clamp(min=1)
-    if loss_type == "dr_grpo":
-        return torch.full_like(lengths, 1.0 / max_new_tokens)
-    return torch.full_like(lengths, 1.0 / float(lengths.sum().clamp(min=1)))
 
 
 def selected_parameters(model: torch.nn.Module, kind: str, size: int) -> list[str]:

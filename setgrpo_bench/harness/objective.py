@@ -118,3 +118,13 @@ def grpo_loss(
             kl=float((kl * m).sum() / tokens),
         )
     return loss, stats
+
+
+def sequence_weights(mask: torch.Tensor, loss_type: str, max_new_tokens: int) -> torch.Tensor:
+    """w_i of each response's term w_i Σ_t log π(o_it) in the loss, shape (N,)."""
+    lengths = mask.sum(1).float()
+    if loss_type == "grpo":
+        return 1.0 / lengths.clamp(min=1)
+    if loss_type == "dr_grpo":
+        return torch.full_like(lengths, 1.0 / max_new_tokens)
+    return torch.full_like(lengths, 1.0 / float(lengths.sum().clamp(min=1)))

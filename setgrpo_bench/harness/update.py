@@ -28,8 +28,8 @@ from ..policy.engine import (
     token_logprobs,
 )
 from ..policy.model import Policy
-from .geometry import Geometry, GradientGeometry, sequence_weights
-from .objective import grpo_loss, loss_totals
+from .geometry import Geometry, GradientGeometry
+from .objective import grpo_loss, loss_totals, sequence_weights
 
 NO_UPDATE = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0, "param_step": 0.0,
              "stepped": 0.0}

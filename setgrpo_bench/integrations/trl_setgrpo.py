@@ -43,7 +43,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
 from ..agents.base import Groups
-from ..agents.config import SetGRPOSettings, build_settings
+from ..agents.config import SetGRPOSettings
+from ..agents.fields import build_settings
 from ..agents.setgrpo import SetGRPOAgent
 from ..errors import ConfigError
 from ..harness.geometry import GradientGeometry

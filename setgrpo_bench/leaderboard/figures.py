@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..agents.config import parse_levels
+from ..agents.fields import parse_levels
 from ..harness.report import literal_text
 from .verdicts import noise_order
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from .checks import Check, Entity, ResponseView, build_check, normalize, term_pattern
+from .checks import Check, Entity, build_check
+from .response import ResponseView, normalize, term_pattern
 
 CATEGORIES = ("essential", "important", "optional", "pitfall")
 

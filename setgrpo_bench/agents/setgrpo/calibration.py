@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConfigError
-from ..config import SetGRPOSettings, parse_levels
+from ..config import SetGRPOSettings
+from ..fields import parse_levels
 from .joint_set import conformal_quantile, conformal_score
 from .recovery import GroupDecider, decide_group
 from .risk_gate import (
