@@ -8,7 +8,7 @@ import torch
 
 from setgrpo_bench.agents import group_coefficients, grpo_coefficients
 from setgrpo_bench.errors import UnknownNameError
-from setgrpo_bench.harness.objective import grpo_loss
+from setgrpo_bench.harness.objective import LossSpec, grpo_loss
 
 
 def test_grpo_coefficients_by_hand():
@@ -62,11 +62,11 @@ def test_loss_normalisations_by_hand():
     logprobs, old, mask, coef = _batch()
     acc = torch.tensor([True, True])
     row0, row1 = _per_token_by_hand()
-    grpo, _ = grpo_loss(logprobs, old, coef, mask, acc, loss_type="grpo")
+    grpo, _ = grpo_loss(logprobs, old, coef, mask, acc, LossSpec(loss_type="grpo"))
     assert grpo.item() == pytest.approx((sum(row0) / 3 + sum(row1) / 2) / 2, rel=1e-5)
-    dapo, _ = grpo_loss(logprobs, old, coef, mask, acc, loss_type="dapo")
+    dapo, _ = grpo_loss(logprobs, old, coef, mask, acc, LossSpec(loss_type="dapo"))
     assert dapo.item() == pytest.approx((sum(row0) + sum(row1)) / 5, rel=1e-5)
-    dr, _ = grpo_loss(logprobs, old, coef, mask, acc, loss_type="dr_grpo", max_new_tokens=4)
+    dr, _ = grpo_loss(logprobs, old, coef, mask, acc, LossSpec(loss_type="dr_grpo", max_new_tokens=4))
     assert dr.item() == pytest.approx((sum(row0) + sum(row1)) / (2 * 4), rel=1e-5)
 
 
@@ -84,9 +84,9 @@ def test_clipped_tokens_carry_no_gradient():
 def test_asymmetric_clip_and_no_clip():
     logprobs, old, mask, coef = _batch()
     acc = torch.tensor([True, False])
-    loss, _ = grpo_loss(logprobs, old, coef, mask, acc, epsilon_high=0.8)
+    loss, _ = grpo_loss(logprobs, old, coef, mask, acc, LossSpec(epsilon_high=0.8))
     assert loss.item() == pytest.approx(-(math.exp(0.5) + 1 + math.exp(-0.3)) / 3, rel=1e-5)
-    loss, _ = grpo_loss(logprobs, old, coef, mask, acc, clip=False)
+    loss, _ = grpo_loss(logprobs, old, coef, mask, acc, LossSpec(clip=False))
     assert loss.item() == pytest.approx(-(math.exp(0.5) + 1 + math.exp(-0.3)) / 3, rel=1e-5)
 
 
@@ -94,7 +94,7 @@ def test_k3_kl_term():
     logprobs, old, mask, coef = _batch()
     ref = logprobs.detach() - 0.1
     zero = torch.zeros(2)
-    loss, stats = grpo_loss(logprobs, old, zero, mask, torch.tensor([True, True]), beta=0.5, ref_logprobs=ref)
+    loss, stats = grpo_loss(logprobs, old, zero, mask, torch.tensor([True, True]), LossSpec(beta=0.5), ref_logprobs=ref)
     k3 = math.exp(-0.1) + 0.1 - 1
     assert stats.kl == pytest.approx(k3, rel=1e-5) and loss.item() == pytest.approx(0.5 * k3, rel=1e-5)
 
@@ -117,9 +117,9 @@ def test_batch_normaliser_counts_rejected_responses_as_zeros(loss_type):
     mask = torch.ones(6, 5)
     mask[1, 3:] = 0
     accepted = torch.tensor([True, True, False, True, False, False])
-    kwargs = dict(loss_type=loss_type, max_new_tokens=5)
-    only, _ = grpo_loss(logprobs, old, coef, mask, accepted, **kwargs)
-    batch, _ = grpo_loss(logprobs, old, coef, mask, accepted, normalise_over="batch", **kwargs)
+    only, _ = grpo_loss(logprobs, old, coef, mask, accepted, LossSpec(loss_type=loss_type, max_new_tokens=5))
+    batch, _ = grpo_loss(logprobs, old, coef, mask, accepted,
+                         LossSpec(loss_type=loss_type, max_new_tokens=5, normalise_over="batch"))
     share = (mask[accepted].sum() / mask.sum()) if loss_type == "dapo" else accepted.float().mean()
     assert batch.item() == pytest.approx(only.item() * share.item(), rel=1e-6)
 

@@ -23,7 +23,7 @@ from setgrpo_bench.errors import ConfigError
 from setgrpo_bench.graders import RubricGrader
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.geometry import GradientGeometry
-from setgrpo_bench.harness.objective import grpo_loss
+from setgrpo_bench.harness.objective import LossSpec, grpo_loss
 from setgrpo_bench.harness.suite import make_envs
 from setgrpo_bench.harness.trainer import Trainer
 from setgrpo_bench.harness.update import gradient_outside
@@ -64,7 +64,7 @@ def test_gram_is_the_gram_of_the_real_losss_per_response_gradients(policy, uneve
         policy.model.zero_grad(set_to_none=True)
         logprobs = token_logprobs(policy.model, rollout, 1.0)
         loss, _ = grpo_loss(logprobs, logprobs.detach(), torch.eye(6)[i], rollout.response_mask,
-                            torch.ones(6, dtype=torch.bool), loss_type=loss_type, max_new_tokens=16)
+                            torch.ones(6, dtype=torch.bool), LossSpec(loss_type=loss_type, max_new_tokens=16))
         loss.backward()
         phis.append(torch.cat([p.grad.reshape(-1) for p in policy.model.parameters()]).double())
     policy.model.zero_grad(set_to_none=True)

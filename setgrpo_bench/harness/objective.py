@@ -4,7 +4,7 @@ Per token t of response i, with ratio ρ = exp(log π_θ − log π_old) and coe
     ℓ_it = −min(ρ·a_i, clip(ρ, 1 − ε_low, 1 + ε_high)·a_i) + β·k3_it,
     k3_it = exp(log π_ref − log π_θ) − (log π_ref − log π_θ) − 1        (Schulman's k3 KL estimate)
 aggregated over the *accepted* responses (``normalise_over="accepted"``) or every response of the
-batch, rejected ones contributing zeros (``"batch"``):
+batch, rejected ones contributing zeros (``"batch"``) — one ``LossSpec`` says which:
     grpo     mean_i [ mean_t ℓ_it ]                     (token mean per sequence; Shao et al. 2024)
     dr_grpo  Σ_it ℓ_it / (n_accepted · max_new_tokens)   (constant normaliser; Liu et al. 2025)
     dapo     Σ_it ℓ_it / Σ_i |o_i|                       (token-level mean; Yu et al. 2025)
@@ -19,14 +19,43 @@ from dataclasses import dataclass
 
 import torch
 
-from ..agents.config import LOSS_TYPES, NORMALISERS
+from ..agents.config import LOSS_TYPES, NORMALISERS, ObjectiveSettings
 from ..errors import UnknownNameError
 
 
-def loss_totals(mask: torch.Tensor, accepted: torch.Tensor, normalise_over: str = "accepted") -> tuple[float, float]:
-    """(responses, tokens) the loss divides by: of the accepted responses, or of the whole batch."""
-    rows = accepted if normalise_over == "accepted" else mask.sum(1) > 0
-    return float(rows.float().sum()), float((mask.float() * rows.float()[:, None]).sum())
+@dataclass(frozen=True)
+class LossSpec:
+    """What defines the objective besides the data: the aggregation (``loss_type``), the clipped
+    surrogate (ε_low, ε_high, or none), the KL coefficient β, the generation cap ``dr_grpo`` divides by,
+    and what the loss is normalised over (``normalise_over``: ``accepted`` or ``batch``)."""
+
+    loss_type: str = "grpo"
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    clip: bool = True
+    beta: float = 0.0
+    max_new_tokens: int | None = None
+    normalise_over: str = "accepted"
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise UnknownNameError("loss type", self.loss_type, LOSS_TYPES)
+        if self.normalise_over not in NORMALISERS:
+            raise UnknownNameError("loss normaliser", self.normalise_over, NORMALISERS)
+        if self.loss_type == "dr_grpo" and not self.max_new_tokens:
+            raise ValueError("dr_grpo needs max_new_tokens")
+
+    @classmethod
+    def of(cls, objective: ObjectiveSettings, max_new_tokens: int) -> LossSpec:
+        """The spec a run's objective settings give."""
+        o = objective
+        return cls(o.loss_type, o.epsilon_low, o.epsilon_high, o.clip, o.beta, max_new_tokens, o.normalise_over)
+
+    def totals(self, mask: torch.Tensor, accepted: torch.Tensor) -> tuple[float, float]:
+        """(responses, tokens) the loss divides by: of the accepted responses, or of every response of
+        the batch (rejected ones then contribute zeros)."""
+        rows = accepted if self.normalise_over == "accepted" else mask.sum(1) > 0
+        return float(rows.float().sum()), float((mask.float() * rows.float()[:, None]).sum())
 
 
 @dataclass(frozen=True)
@@ -39,85 +68,63 @@ class LossStats:
 
 
 def grpo_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    coefficients: torch.Tensor,
-    mask: torch.Tensor,
-    accepted: torch.Tensor,
-    *,
-    epsilon_low: float = 0.2,
-    epsilon_high: float = 0.2,
-    clip: bool = True,
-    beta: float = 0.0,
-    ref_logprobs: torch.Tensor | None = None,
-    loss_type: str = "grpo",
-    max_new_tokens: int | None = None,
-    is_weights: torch.Tensor | None = None,
-    normalise_over: str = "accepted",
-    totals: tuple[float, float] | None = None,
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, coefficients: torch.Tensor, mask: torch.Tensor,
+    accepted: torch.Tensor, spec: LossSpec = LossSpec(), *, ref_logprobs: torch.Tensor | None = None,
+    is_weights: torch.Tensor | None = None, totals: tuple[float, float] | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
-    """The loss of one batch.
+    """The loss of one batch (or of one micro-batch of it).
 
     Args:
         logprobs, old_logprobs, ref_logprobs: (N, R) token log-probabilities.
         coefficients: (N,) training coefficients a_i.
         mask: (N, R) 1 on response tokens.
         accepted: (N,) bool, responses that contribute.
-        loss_type: ``grpo``, ``dr_grpo`` or ``dapo``; ``max_new_tokens`` is needed for ``dr_grpo``.
+        spec: the objective (``LossSpec``).
         is_weights: (N, R) truncated importance weights π_old/π_sampler of each token when the rollouts
             came from another engine (vLLM) than the trainer; they multiply the surrogate (not the KL).
-        normalise_over: ``accepted`` (the mean runs over accepted responses, as above) or ``batch``
-            (over every response of the batch: rejected ones contribute zeros, so an update built
-            from few accepted groups is proportionally smaller, as in TRL, which keeps every row).
-        totals: the (responses, tokens) the loss divides by, when these rows are one micro-batch of a
-            larger batch (``loss_totals`` of the whole batch); the micro-batches' losses then sum to
-            the batch's loss.
+        totals: ``spec.totals`` of the whole batch when these rows are one micro-batch of it (the
+            micro-batches' losses then sum to the batch's loss); default: of these rows.
     Returns:
         (scalar loss, stats). With no accepted response the loss is a zero that still has a graph.
     """
-    if loss_type not in LOSS_TYPES:
-        raise UnknownNameError("loss type", loss_type, LOSS_TYPES)
-    if normalise_over not in NORMALISERS:
-        raise UnknownNameError("loss normaliser", normalise_over, NORMALISERS)
     ratio = torch.exp(logprobs - old_logprobs)
-    a = coefficients[:, None]
-    if clip:
-        clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
-        per_token = -torch.minimum(ratio * a, clipped * a)
-        active_clip = ((ratio > 1 + epsilon_high) & (a > 0)) | ((ratio < 1 - epsilon_low) & (a < 0))
-    else:
-        per_token = -ratio * a
-        active_clip = torch.zeros_like(ratio, dtype=torch.bool)
+    per_token, active_clip = _surrogate(ratio, coefficients[:, None], spec)
     if is_weights is not None:
         per_token = per_token * is_weights.detach()
-    kl = torch.zeros_like(per_token)
-    if beta:
-        if ref_logprobs is None:
-            raise ValueError("beta > 0 needs ref_logprobs")
-        delta = ref_logprobs - logprobs
-        kl = torch.exp(delta) - delta - 1
-        per_token = per_token + beta * kl
+    kl = _k3(logprobs, ref_logprobs) if spec.beta else torch.zeros_like(per_token)
+    per_token = per_token + spec.beta * kl
     m = mask.float() * accepted.float()[:, None]
     if not accepted.any():
         return (per_token * 0).sum(), LossStats(0.0, 1.0, 0.0)
-    n_seq, tokens = totals if totals is not None else loss_totals(mask, accepted, normalise_over)
-    n_seq, tokens = max(float(n_seq), 1.0), max(float(tokens), 1.0)
-    if loss_type == "grpo":
+    n_seq, tokens = (max(float(t), 1.0) for t in (totals if totals is not None else spec.totals(mask, accepted)))
+    if spec.loss_type == "grpo":
         loss = ((per_token * m).sum(1) / m.sum(1).clamp(min=1)).sum() / n_seq
-    elif loss_type == "dr_grpo":
-        if not max_new_tokens:
-            raise ValueError("dr_grpo needs max_new_tokens")
-        loss = (per_token * m).sum() / (n_seq * max_new_tokens)
+    elif spec.loss_type == "dr_grpo":
+        loss = (per_token * m).sum() / (n_seq * spec.max_new_tokens)
     else:
         loss = (per_token * m).sum() / tokens
     with torch.no_grad():
-        tokens = m.sum().clamp(min=1)
-        stats = LossStats(
-            clip_fraction=float((active_clip.float() * m).sum() / tokens),
-            ratio_mean=float((ratio * m).sum() / tokens),
-            kl=float((kl * m).sum() / tokens),
-        )
+        counted = m.sum().clamp(min=1)
+        stats = LossStats(clip_fraction=float((active_clip.float() * m).sum() / counted),
+                          ratio_mean=float((ratio * m).sum() / counted), kl=float((kl * m).sum() / counted))
     return loss, stats
+
+
+def _surrogate(ratio: torch.Tensor, a: torch.Tensor, spec: LossSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """−min(ρa, clip(ρ)a) per token (−ρa without clipping), and where the clipped branch is active."""
+    if not spec.clip:
+        return -ratio * a, torch.zeros_like(ratio, dtype=torch.bool)
+    clipped = torch.clamp(ratio, 1 - spec.epsilon_low, 1 + spec.epsilon_high)
+    active = ((ratio > 1 + spec.epsilon_high) & (a > 0)) | ((ratio < 1 - spec.epsilon_low) & (a < 0))
+    return -torch.minimum(ratio * a, clipped * a), active
+
+
+def _k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None) -> torch.Tensor:
+    """Schulman's k3 estimate of KL(π_θ ‖ π_ref) per token."""
+    if ref_logprobs is None:
+        raise ValueError("beta > 0 needs ref_logprobs")
+    delta = ref_logprobs - logprobs
+    return torch.exp(delta) - delta - 1
 
 
 def sequence_weights(mask: torch.Tensor, loss_type: str, max_new_tokens: int) -> torch.Tensor:

@@ -13,6 +13,7 @@ weights, the optimiser state or a checkpoint.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 import math
 
 import numpy as np
@@ -29,7 +30,7 @@ from ..policy.engine import (
 )
 from ..policy.model import Policy
 from .geometry import Geometry, GradientGeometry
-from .objective import grpo_loss, loss_totals, sequence_weights
+from .objective import LossSpec, grpo_loss, sequence_weights
 
 NO_UPDATE = {"loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0, "param_step": 0.0,
              "stepped": 0.0}
@@ -106,7 +107,8 @@ class PolicyUpdate:
     def passes(self, rollout: Rollout, coef: torch.Tensor, acc: torch.Tensor) -> dict[str, float]:
         """μ passes of the GRPO objective over the accepted responses."""
         o, r, model = self.config.objective, self.config.rollout, self.policy.model
-        totals = loss_totals(rollout.response_mask, acc, o.normalise_over)  # the whole batch's denominators
+        spec = LossSpec.of(o, r.max_new_tokens)
+        totals = spec.totals(rollout.response_mask, acc)  # the whole batch's denominators
         # only accepted responses enter the forward passes (the others add zeros), in micro-batches of
         # whole groups of similar length with their padding trimmed (a group's prompt is run once);
         # their losses sum to the batch's loss
@@ -120,11 +122,8 @@ class PolicyUpdate:
             loss, stats, tokens = 0.0, np.zeros(3), 0.0
             for part, index, (old, ref, is_weights) in zip(micro, rows, fixed):
                 logprobs = shared_prompt_logprobs(model, part, r.temperature)
-                part_loss, part_stats = grpo_loss(
-                    logprobs, old, coef[index], part.response_mask, acc[index], epsilon_low=o.epsilon_low,
-                    epsilon_high=o.epsilon_high, clip=o.clip, beta=o.beta, ref_logprobs=ref, loss_type=o.loss_type,
-                    max_new_tokens=r.max_new_tokens, is_weights=is_weights, totals=totals,
-                )
+                part_loss, part_stats = grpo_loss(logprobs, old, coef[index], part.response_mask, acc[index], spec,
+                                                  ref_logprobs=ref, is_weights=is_weights, totals=totals)
                 self._check_finite("loss", part_loss.item())
                 part_loss.backward()
                 weight = float(part.response_mask.sum())
@@ -141,9 +140,8 @@ class PolicyUpdate:
         o, r = self.config.objective, self.config.rollout
         mask = rollout.response_mask
         logprobs = rollout.logprobs.clone().requires_grad_(True)
-        loss, stats = grpo_loss(logprobs, rollout.logprobs, coef, mask, acc, epsilon_low=o.epsilon_low,
-                                epsilon_high=o.epsilon_high, clip=o.clip, loss_type=o.loss_type,
-                                max_new_tokens=r.max_new_tokens, normalise_over=o.normalise_over)
+        spec = replace(LossSpec.of(o, r.max_new_tokens), beta=0.0)  # μ = 1 at ratio 1: the KL term is 0
+        loss, stats = grpo_loss(logprobs, rollout.logprobs, coef, mask, acc, spec)
         self._check_finite("loss", loss.item())
         loss.backward()
         per_token = logprobs.grad * mask
