@@ -160,3 +160,14 @@ def test_importing_any_module_changes_no_global_state():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           env={**__import__("os").environ, "MPLBACKEND": "svg"})
     assert done.stdout.split("\n")[-2] == "False svg []", done.stdout + done.stderr
+
+
+def test_modules_and_functions_stay_readable():
+    """No module over 350 lines and no function over 60: a module does one job, a function one step."""
+    long_modules = {name: n for name, path in MODULES.items()
+                    if (n := len(path.read_text(encoding="utf-8").splitlines())) > 350}
+    long_functions = {f"{name}.{node.name}": node.end_lineno - node.lineno + 1
+                      for name, path in MODULES.items()
+                      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60}
+    assert long_modules == {} and long_functions == {}

@@ -10,8 +10,8 @@ from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.cli import main
 from setgrpo_bench.errors import ConfigError, UnknownNameError
 from setgrpo_bench.harness import run
+from setgrpo_bench.harness.checkpoints import CheckpointError
 from setgrpo_bench.harness.rundir import RunDirError
-from setgrpo_bench.harness.runner import CheckpointError
 from setgrpo_bench.policy import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
 

@@ -19,8 +19,9 @@ from conftest import SMALL_RUN, Killed, kill_after
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.errors import SpecError
 from setgrpo_bench.harness import run
+from setgrpo_bench.harness.checkpoints import CheckpointError
 from setgrpo_bench.harness.rundir import RunDirError, read_json, sha256_file, write_json
-from setgrpo_bench.harness.runner import CheckpointError, evaluate_policy
+from setgrpo_bench.harness.runner import evaluate_policy
 from setgrpo_bench.harness.state_file import StateFileError, load_state, save_state
 
 

@@ -69,30 +69,7 @@ class RubricGrader:
         draws = u[np.arange(G), attempt]
 
         fp, fn = p.base_rates(task.categories)
-        rate = np.where(true, fn, fp)
-        toward_met = np.where(true, -1.0, 1.0)
-        length = p.length_shift(n_words)[:, None] * (_favour(task) if p.length_favours else 1.0) + _verbosity(p, task, views)
-        leniency = p.leniency_sd * ndtri(np.clip(draws[:, 1], 1e-12, 1 - 1e-12))[:, None]
-        hard = ndtri(np.clip(draws[:, -1:], 1e-12, 1 - 1e-12)) if p.difficulty_sd > 0 else np.zeros((G, 1))
-        p_base = _shifted(rate, toward_met * length)
-        p_call = _shifted(rate, toward_met * (length + leniency) + p.difficulty_sd * hard)  # difficulty: towards error
-        anchor = p.persistent_share * p_base
-        persistent = np.stack(
-            [persistent_uniforms(p.judge_seed, v.text, tuple(c.id for c in task.rubric)) for v in views]
-        ) < anchor if p.persistent_share > 0 and G else np.zeros((G, J), bool)
-        fresh = draws[:, 2 : J + 2] < np.clip((p_call - anchor) / (1.0 - anchor), 0.0, 1.0)
-        observed = true ^ (persistent | fresh)
-        if p.gross_error_rate > 0:  # a misread response: most verdicts flipped at once
-            gross = draws[:, J + 2] < p.gross_error_rate
-            observed = np.where(gross[:, None], true ^ (draws[:, J + 3 : 2 * J + 3] < p.gross_flip), observed)
-        gross_call = gross if p.gross_error_rate > 0 else np.zeros(G, bool)
-        tail = J + 2 + (J + 1 if p.gross_error_rate > 0 else 0)
-        if p.repetition_missed > 0:  # a repetition the judge does not notice
-            repeats = np.array([type(c.check).__name__ == "Repetition" for c in task.rubric])
-            missed = draws[:, tail : tail + J] < p.repetition_missed
-            observed = np.where(repeats & true & missed, False, observed)
-            tail += J
-
+        observed, gross_call, hard, tail = self._judged(task, views, true, draws, n_words, (fp, fn))
         score, raw = rubric_score(task.points, observed, self.score_rule)
         if p.likert_levels:
             score = np.round(score * (p.likert_levels - 1)) / (p.likert_levels - 1)
@@ -116,6 +93,37 @@ class RubricGrader:
             )
             for i in range(G)
         ]
+
+    def _judged(self, task: TaskInstance, views: list[ResponseView], true: np.ndarray, draws: np.ndarray,
+                n_words: np.ndarray, rates: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """The judge's verdicts from the true ones and a call's uniforms ``draws``: the stated error rates
+        shifted by length, leniency and difficulty, persistent and fresh errors, gross misreadings and
+        missed repetitions. Returns (verdicts, gross calls, difficulty, the next unused draw column)."""
+        p, (fp, fn), (G, J) = self.profile, rates, true.shape
+        rate = np.where(true, fn, fp)
+        toward_met = np.where(true, -1.0, 1.0)
+        length = p.length_shift(n_words)[:, None] * (_favour(task) if p.length_favours else 1.0) + _verbosity(p, task, views)
+        leniency = p.leniency_sd * ndtri(np.clip(draws[:, 1], 1e-12, 1 - 1e-12))[:, None]
+        hard = ndtri(np.clip(draws[:, -1:], 1e-12, 1 - 1e-12)) if p.difficulty_sd > 0 else np.zeros((G, 1))
+        p_base = _shifted(rate, toward_met * length)
+        p_call = _shifted(rate, toward_met * (length + leniency) + p.difficulty_sd * hard)  # difficulty: towards error
+        anchor = p.persistent_share * p_base
+        persistent = np.stack(
+            [persistent_uniforms(p.judge_seed, v.text, tuple(c.id for c in task.rubric)) for v in views]
+        ) < anchor if p.persistent_share > 0 and G else np.zeros((G, J), bool)
+        fresh = draws[:, 2 : J + 2] < np.clip((p_call - anchor) / (1.0 - anchor), 0.0, 1.0)
+        observed = true ^ (persistent | fresh)
+        if p.gross_error_rate > 0:  # a misread response: most verdicts flipped at once
+            gross = draws[:, J + 2] < p.gross_error_rate
+            observed = np.where(gross[:, None], true ^ (draws[:, J + 3 : 2 * J + 3] < p.gross_flip), observed)
+        gross_call = gross if p.gross_error_rate > 0 else np.zeros(G, bool)
+        tail = J + 2 + (J + 1 if p.gross_error_rate > 0 else 0)
+        if p.repetition_missed > 0:  # a repetition the judge does not notice
+            repeats = np.array([type(c.check).__name__ == "Repetition" for c in task.rubric])
+            missed = draws[:, tail : tail + J] < p.repetition_missed
+            observed = np.where(repeats & true & missed, False, observed)
+            tail += J
+        return observed, gross_call, hard, tail
 
     def stated_rates(self, task: TaskInstance) -> tuple[np.ndarray, np.ndarray]:
         """The judge's stated (false-positive, false-negative) rate per criterion of ``task``:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from transformers import AutoModelForCausalLM
 from transformers import __version__ as transformers_version
 
 from .. import __version__
@@ -32,6 +30,7 @@ from ..policy import load_policy
 from ..policy.embedded import cache_root
 from ..policy.engine import RolloutEngine
 from .allocator import keep_freed_memory
+from .checkpoints import resume_from, save_checkpoint
 from .engines import make_engine
 from .evaluation import evaluate
 from .pooled import summarise_diagnostics, summarise_updates
@@ -45,7 +44,6 @@ from .rundir import (
     FileError,
     RunDir,
     RunDirError,
-    checksum_problems,
     finite_json,
     holds_run,
     is_measured,
@@ -55,7 +53,6 @@ from .rundir import (
     step_timings,
     write_json,
 )
-from .state_file import StateFileError, load_state, save_state
 from .suite import make_envs, suite_fingerprint, suite_parts
 from .threads import set_threads
 from .trainer import Trainer, charge_warmup
@@ -64,73 +61,6 @@ from .update import NonFiniteLossError
 
 class TrainingStopped(SetgrpoBenchError):
     """Training stopped before its last step (e.g. a non-finite loss); the last good checkpoint is kept."""
-
-
-def save_checkpoint(rundir: RunDir, trainer: Trainer, step: int) -> None:
-    """Weights, tokenizer and trainer state of ``step``, committed only when complete (a failed write,
-    e.g. a full disk, leaves the previous checkpoints as they were)."""
-    staging = rundir.new_checkpoint_folder(step)
-    try:
-        trainer.policy.model.save_pretrained(staging)
-        trainer.policy.tokenizer.save_pretrained(staging)
-        save_state(staging / "trainer_state.pt", {"step": step, "trainer": trainer.state_dict()})
-    except (OSError, RuntimeError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        free = shutil.disk_usage(rundir.root).free / 2**20
-        raise RunDirError(f"cannot write the checkpoint of step {step} in {rundir.checkpoints} ({type(exc).__name__}: "
-                          f"{str(exc)[:120]}; {free:.0f} MB free on that disk). Free some space and run again with "
-                          "--resume: the previous checkpoint is intact") from None
-    rundir.commit_checkpoint(staging, step)
-
-
-class CheckpointError(SetgrpoBenchError):
-    """A checkpoint folder cannot be read back."""
-
-
-def load_checkpoint(folder: Path, trainer: Trainer) -> int:
-    """Restore weights, optimiser and every random state; returns the checkpoint's step."""
-    for name in ("config.json", "model.safetensors", "trainer_state.pt"):
-        if not (folder / name).is_file():
-            raise CheckpointError(f"{folder / name} is missing")
-    damaged = checksum_problems(folder)
-    if damaged:
-        raise CheckpointError("; ".join(damaged))
-    try:
-        state = load_state(folder / "trainer_state.pt")  # plain data only: a crafted pickle is refused unread
-        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager")
-        trainer.policy.model.load_state_dict(model.state_dict())
-        trainer.load_state_dict(state["trainer"])
-    except StateFileError as exc:
-        raise CheckpointError(str(exc)) from None
-    except Exception as exc:  # a damaged file: any reader may fail in its own way  # noqa: BLE001
-        raise CheckpointError(f"{folder} is damaged ({type(exc).__name__}: {str(exc)[:200]})") from None
-    return int(state["step"])
-
-
-def resume_from(rundir: RunDir, trainer: Trainer, console: Console) -> int:
-    """The step to continue from: the newest usable checkpoint (falling back past damaged ones, and
-    saying so), 0 when the run had not yet written its first checkpoint. Never silently starts again:
-    a run that logged a step after its first checkpoint but has no usable one is refused with the way
-    out. (A step's metrics line is written before its checkpoint, so a run killed between the two at
-    its first checkpoint step logged that step and has no checkpoint: it starts again from 0.)"""
-    problems = []
-    for folder in rundir.checkpoint_candidates():
-        try:
-            step = load_checkpoint(folder, trainer)
-        except CheckpointError as exc:
-            problems.append(str(exc))
-            console.print(f"[yellow]warning:[/] {exc}; trying the checkpoint before it", highlight=False, soft_wrap=True)
-            continue
-        console.print(f"resuming {rundir.root} from step {step} ({folder.name})", highlight=False, soft_wrap=True)
-        return step
-    logged = [r["step"] for r in rundir.metrics()]
-    saved = read_record(rundir.root / CONFIG)["config"]
-    first_checkpoint = min(saved["checkpoint_every"], saved["steps"])
-    if logged and max(logged) > first_checkpoint:
-        found = "; ".join(problems) if problems else f"no checkpoint in {rundir.checkpoints}"
-        raise CheckpointError(f"cannot resume {rundir.root}: steps {logged[0]}–{logged[-1]} were logged but {found}. "
-                              "Pass --overwrite to start the run again from step 0 (its logged steps are discarded).")
-    return 0
 
 
 def run(
@@ -166,15 +96,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
         _update_steps(rundir, config, console)
         start = resume_from(rundir, trainer, console)
     else:
-        write_json(rundir.root / CONFIG, {
-            "config": config.to_dict(), "package_version": __version__, "policy": policy.name,
-            "policy_hash": policy.fingerprint(), "suite_hash": suite_fingerprint(config), "suite_parts": suite_parts(config),
-            "envs": [e.benchmark.name for e in envs], "domains": {e.benchmark.name: e.domain for e in envs},
-            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
-            "machine": machine(),
-            "oracle": config.grading.oracle,
-            **({"plugins": used} if (used := plugins_of(config)) else {}),
-        })
+        write_json(rundir.root / CONFIG, _run_record(config, policy, envs))
     dropped = rundir.keep_metrics(start)
     if dropped:
         console.print(f"[yellow]note:[/] the metrics of steps {dropped[0]}–{dropped[-1]} came after the checkpoint of "
@@ -193,8 +115,34 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
     problems = metrics_problems(metrics, config.run.steps)
     if problems:  # the steps were written by this process: only outside damage gets here
         raise RunDirError(f"{rundir.root / METRICS} does not record steps 1–{config.run.steps}: " + "; ".join(problems))
-    records = metrics.records
-    result = {
+    result = _result(config, initial, final, metrics.records)
+    write_json(rundir.root / EVAL, result)
+    write_json(rundir.root / TIMINGS, {  # measured, not computed: kept out of eval.json
+        "train_seconds": sum(r["time_step"] for r in step_timings(rundir.root)), "train_seconds_this_process": t1 - t0,
+        "final_eval_seconds": time.perf_counter() - t1, "threads": torch.get_num_threads(),
+    })
+    rundir.write_manifest()
+    _report(config, rundir, envs, metrics.records, result, console)
+    return result
+
+
+def _run_record(config: TrainConfig, policy: Any, envs: list) -> dict[str, Any]:
+    """``config.json``: the resolved config and everything its results depend on besides it."""
+    return {
+        "config": config.to_dict(), "package_version": __version__, "policy": policy.name,
+        "policy_hash": policy.fingerprint(), "suite_hash": suite_fingerprint(config), "suite_parts": suite_parts(config),
+        "envs": [e.benchmark.name for e in envs], "domains": {e.benchmark.name: e.domain for e in envs},
+        "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers_version,
+        "machine": machine(),
+        "oracle": config.grading.oracle,
+        **({"plugins": used} if (used := plugins_of(config)) else {}),
+    }
+
+
+def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
+            records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``eval.json``: both evaluations, the judge's calls and cost, SetGRPO's and the optimiser's statistics."""
+    return {
         "agent": config.run.agent, "oracle": config.grading.oracle, "seed": config.run.seed, "steps": config.run.steps,
         "initial": initial, "final": final,
         "improvement_macro_true_score": final["macro_true_score"] - initial["macro_true_score"],
@@ -204,12 +152,11 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
         "diagnostics": summarise_diagnostics(records),
         "updates": summarise_updates(records),
     }
-    write_json(rundir.root / EVAL, result)
-    write_json(rundir.root / TIMINGS, {  # measured, not computed: kept out of eval.json
-        "train_seconds": sum(r["time_step"] for r in step_timings(rundir.root)), "train_seconds_this_process": t1 - t0,
-        "final_eval_seconds": time.perf_counter() - t1, "threads": torch.get_num_threads(),
-    })
-    rundir.write_manifest()
+
+
+def _report(config: TrainConfig, rundir: RunDir, envs: list, records: list[dict[str, Any]], result: dict[str, Any],
+            console: Console) -> None:
+    """The run's figures and the summary it prints."""
     title = (f"{config.run.agent}, seed {config.run.seed}, {config.grading.noise} judge: "
              f"{_suite_title(config, [e.benchmark.name for e in envs])}")
     plot_curves(records, result, rundir.root / "curve.png", title=title)
@@ -217,7 +164,6 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
         plot_setgrpo(records, rundir.root / "setgrpo.png", title=title, alpha_a=config.setgrpo.alpha_a,
                      alpha=config.setgrpo.alpha)
     console.print(summary_table(result))
-    return result
 
 
 def _update_steps(rundir: RunDir, config: TrainConfig, console: Console) -> None:

@@ -13,8 +13,8 @@ weights, the optimiser state or a checkpoint.
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 import math
+from dataclasses import replace
 
 import numpy as np
 import torch

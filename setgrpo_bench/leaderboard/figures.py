@@ -46,10 +46,20 @@ def _bars(rows: pd.DataFrame) -> list[np.ndarray]:
 
 @literal_text
 def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, str]:
-    """Base64 PNGs: macro with CI bars, learning curves, coverage calibration, risk vs α."""
-    out = {}
+    """Base64 PNGs: macro with CI bars, learning curves, over-optimisation, coverage and risk against
+    their levels, and (with several judges) the robustness plot."""
     colour = _colours(submissions)
     profiles = sorted(set(frame["noise"]), key=noise_order)
+    out = {"macro": macro_plot(frame, profiles), "curves": curves_plot(submissions, profiles, colour),
+           "overoptimisation": overoptimisation_plot(submissions, profiles, colour),
+           "calibration": calibration_plot(submissions)}
+    if len(profiles) > 1:
+        out["robustness"] = robustness_plot(frame, profiles, colour)
+    return out
+
+
+def macro_plot(frame: pd.DataFrame, profiles: list[str]) -> str:
+    """One panel per training judge, each agent's macro true score with its 95% CI."""
     heights = [int((frame["noise"] == p).sum()) for p in profiles]
     fig = _figure((7, 0.45 * len(frame) + 1.0 * len(profiles) + 0.4))
     axes = fig.subplots(len(profiles), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})
@@ -66,7 +76,11 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
         ax.set_xlabel("macro true score (95% CI)", fontsize=8)
     fig.suptitle("Macro true score by agent")
     fig.tight_layout(rect=(0, 0, 1, 0.97))  # the title above the first panel's
-    out["macro"] = _png(fig)
+    return _png(fig)
+
+
+def curves_plot(submissions: list[dict[str, Any]], profiles: list[str], colour: dict[str, Any]) -> str:
+    """Per training judge, each agent's true score of its training batch per step (5-step means)."""
     columns = min(2, len(profiles))
     grid = -(-len(profiles) // columns)
     fig = _figure((6 * columns + 2, 3.6 * grid))
@@ -84,8 +98,12 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
     fig.legend(labels.values(), labels.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
     fig.suptitle("Learning curves (mean over seeds)")
     fig.tight_layout(rect=(0, 0, 1, 0.96))
-    out["curves"] = _png(fig)
-    out["overoptimisation"] = overoptimisation_plot(submissions, profiles, colour)
+    return _png(fig)
+
+
+def calibration_plot(submissions: list[dict[str, Any]]) -> str:
+    """SetGRPO's pooled coverage of C and reversal risk of accepted groups, with their exact intervals,
+    one column per (agent, judge), against the levels it promised."""
     calibrated = sorted((s for s in submissions if s["diagnostics"].get("coverage_ref") is not None),
                         key=lambda s: (noise_order(s["suite"]["noise"]), s["agent"]))
     fig = _figure((max(7.0, 0.55 * len(calibrated) + 3), 7))
@@ -99,23 +117,7 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
         return label if fresh else None
 
     for k, s in enumerate(calibrated):  # one column per (agent, profile); its nominal level as a short bar
-        d = s["diagnostics"]
-        levels = parse_levels(s["config"].get("alpha_a_grid") or "")
-        if levels:  # α_a chosen per step inside the risk test: the levels it chooses from, dotted
-            left.hlines([1 - a for a in levels], k - 0.4, k + 0.4, colors="grey", linestyles=":", lw=1,
-                        label=once("1 − α_a it may choose"))
-        for ax, nominal, rates in ((left, None if levels else 1 - s["config"]["alpha_a"], ("coverage_ref", "coverage_true")),
-                                   (right, s["config"]["alpha"], ("reversal_ref", "reversal_true"))):
-            if nominal is not None:
-                ax.hlines(nominal, k - 0.4, k + 0.4, colors="k", linestyles="--", lw=1,
-                          label=once("nominal (1 − α_a, α)"))
-            for rate, marker, shift, seen in ((rates[0], "o", -0.12, "w.r.t. reference"), (rates[1], "x", 0.12, "w.r.t. true score")):
-                value, low, high = d.get(rate), d.get(f"{rate}_low"), d.get(f"{rate}_high")
-                if value is None:
-                    continue
-                bars = None if low is None else [[value - low], [high - value]]  # Clopper–Pearson 95% (schema 2)
-                ax.errorbar([k + shift], [value], yerr=bars, fmt=marker, color="C0" if marker == "o" else "C3",
-                            capsize=2, label=once(seen))
+        _calibration_column(left, right, k, s, once)
     left.set(ylabel="coverage of C", title="Coverage of C (pooled over seeds, 95% Clopper–Pearson)", ylim=(0, 1))
     right.set(ylabel="reversal rate of accepted groups",
               title="Reversal risk of accepted groups (pooled, 95% Clopper–Pearson)", ylim=(0, 0.5))
@@ -126,10 +128,28 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
         left.legend([h for h, _ in handles], [label for _, label in handles], fontsize=7, loc="upper left",
                     bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    out["calibration"] = _png(fig)
-    if len(profiles) > 1:
-        out["robustness"] = robustness_plot(frame, profiles, colour)
-    return out
+    return _png(fig)
+
+
+def _calibration_column(left: Any, right: Any, k: int, s: dict[str, Any], once: Any) -> None:
+    """Column ``k`` of the calibration plot: one entry's coverage (left) and risk (right)."""
+    d = s["diagnostics"]
+    levels = parse_levels(s["config"].get("alpha_a_grid") or "")
+    if levels:  # α_a chosen per step inside the risk test: the levels it chooses from, dotted
+        left.hlines([1 - a for a in levels], k - 0.4, k + 0.4, colors="grey", linestyles=":", lw=1,
+                    label=once("1 − α_a it may choose"))
+    for ax, nominal, rates in ((left, None if levels else 1 - s["config"]["alpha_a"], ("coverage_ref", "coverage_true")),
+                               (right, s["config"]["alpha"], ("reversal_ref", "reversal_true"))):
+        if nominal is not None:
+            ax.hlines(nominal, k - 0.4, k + 0.4, colors="k", linestyles="--", lw=1,
+                      label=once("nominal (1 − α_a, α)"))
+        for rate, marker, shift, seen in ((rates[0], "o", -0.12, "w.r.t. reference"), (rates[1], "x", 0.12, "w.r.t. true score")):
+            value, low, high = d.get(rate), d.get(f"{rate}_low"), d.get(f"{rate}_high")
+            if value is None:
+                continue
+            bars = None if low is None else [[value - low], [high - value]]  # Clopper–Pearson 95% (schema 2)
+            ax.errorbar([k + shift], [value], yerr=bars, fmt=marker, color="C0" if marker == "o" else "C3",
+                        capsize=2, label=once(seen))
 
 
 def overoptimisation_plot(submissions: list[dict[str, Any]], profiles: list[str], colour: dict[str, Any]) -> str:

@@ -43,15 +43,7 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
     if archive_note(board) is not None:
         raise SubmissionError(f"{board} is an archived board ({Path(board) / ARCHIVED}): it keeps an earlier suite's "
                               "results; publish to the live board")
-    folders = run_folders(paths)
-    by_agent: dict[str, list[Path]] = {}
-    for folder in folders:  # one submission per (agent, judge profile)
-        problems = manifest_problems(folder) if (folder / "eval.json").is_file() else []
-        if problems:
-            raise SubmissionError(f"{folder}: " + "; ".join(problems))
-        saved = read_json(folder / "config.json").get("config", {}) if (folder / "config.json").is_file() else {}
-        key = f"{saved.get('agent', folder.name)} ({saved.get('noise', '?')})"
-        by_agent.setdefault(key, []).append(folder)
+    by_agent = _by_agent(run_folders(paths))
     if name and len(by_agent) > 1:
         raise SubmissionError(f"--name names one submission, but the runs hold {len(by_agent)}: {sorted(by_agent)}")
     results = Path(board) / RESULTS
@@ -59,33 +51,62 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
     written = []
     for agent, runs in sorted(by_agent.items()):
         submission = make_submission(runs, name=name, command=command)
-        problems = check_submission(submission)
-        if submission["config"].get("protocol"):
-            problems += preset_problems({**submission["config"], "seed": submission["seeds"][0]})
-        if protocol and submission.get("protocol", {}).get("id") != protocol:
-            problems.append(f"protocol: the runs were made under {submission.get('protocol', {}).get('id') or 'no protocol'}, "
-                            f"this board compares agents under {protocol}; rerun with --protocol {protocol}")
+        problems = _problems(submission, protocol) + _clashes(submission, results, replace=replace)
         if problems:
             raise SubmissionError(f"{agent}: " + "; ".join(problems))
-        for path, other in _existing(results):
-            same_runs = (other.get("config_hash"), other.get("suite", {}).get("hash"), other.get("seeds")) == (
-                submission["config_hash"], submission["suite"]["hash"], submission["seeds"])
-            if replace and other.get("name") == submission["name"]:
-                continue
-            if other.get("name") == submission["name"] or same_runs:
-                raise SubmissionError(f"{agent}: already on the board as {path.name} "
-                                      f"({'same name' if other.get('name') == submission['name'] else 'same config, suite and seeds'})")
-        by_seed = {read_json(folder / "config.json")["config"]["seed"]: folder for folder in runs}
-        kept_runs = entry_runs(submission, Path(board) / RUNS)
-        for stale in sorted(kept_runs[0].parent.glob("seed*")) if replace else []:  # its own earlier seeds only
-            if stale not in kept_runs and stale.is_dir():
-                shutil.rmtree(stale)
-        for seed, kept in zip(submission["seeds"], kept_runs):
-            if kept.is_dir() and kept.resolve() != by_seed[seed].resolve():
-                shutil.rmtree(kept)  # this entry's earlier records of the seed: no file of them may linger
-            copy_records(by_seed[seed], kept)
+        _keep_records(submission, runs, Path(board) / RUNS, replace=replace)
         target = results / f"{submission['name']}.json"
         write_json(target, submission)
         written.append(target)
     build_board(board)
     return written
+
+
+def _by_agent(folders: list[Path]) -> dict[str, list[Path]]:
+    """The run folders by (agent, judge profile): one submission each; a run whose files differ from its
+    manifest is refused first."""
+    by_agent: dict[str, list[Path]] = {}
+    for folder in folders:
+        problems = manifest_problems(folder) if (folder / "eval.json").is_file() else []
+        if problems:
+            raise SubmissionError(f"{folder}: " + "; ".join(problems))
+        saved = read_json(folder / "config.json").get("config", {}) if (folder / "config.json").is_file() else {}
+        by_agent.setdefault(f"{saved.get('agent', folder.name)} ({saved.get('noise', '?')})", []).append(folder)
+    return by_agent
+
+
+def _problems(submission: dict[str, Any], protocol: str | None) -> list[str]:
+    """Why a submission cannot go on this board: its own checks, its preset, the board's protocol."""
+    problems = check_submission(submission)
+    if submission["config"].get("protocol"):
+        problems += preset_problems({**submission["config"], "seed": submission["seeds"][0]})
+    if protocol and submission.get("protocol", {}).get("id") != protocol:
+        problems.append(f"protocol: the runs were made under {submission.get('protocol', {}).get('id') or 'no protocol'}, "
+                        f"this board compares agents under {protocol}; rerun with --protocol {protocol}")
+    return problems
+
+
+def _clashes(submission: dict[str, Any], results: Path, *, replace: bool) -> list[str]:
+    """An entry already on the board with the submission's name (unless ``replace``) or its runs."""
+    for path, other in _existing(results):
+        same_runs = (other.get("config_hash"), other.get("suite", {}).get("hash"), other.get("seeds")) == (
+            submission["config_hash"], submission["suite"]["hash"], submission["seeds"])
+        if replace and other.get("name") == submission["name"]:
+            continue
+        if other.get("name") == submission["name"] or same_runs:
+            why = "same name" if other.get("name") == submission["name"] else "same config, suite and seeds"
+            return [f"already on the board as {path.name} ({why})"]
+    return []
+
+
+def _keep_records(submission: dict[str, Any], runs: list[Path], root: Path, *, replace: bool) -> None:
+    """Copy each run's records under the entry's own name; with ``replace``, its own earlier seeds go."""
+    by_seed = {read_json(folder / "config.json")["config"]["seed"]: folder for folder in runs}
+    kept_runs = entry_runs(submission, root)
+    for stale in sorted(kept_runs[0].parent.glob("seed*")) if replace else []:  # its own earlier seeds only
+        if stale not in kept_runs and stale.is_dir():
+            shutil.rmtree(stale)
+    for seed, kept in zip(submission["seeds"], kept_runs):
+        if kept.is_dir() and kept.resolve() != by_seed[seed].resolve():
+            shutil.rmtree(kept)  # this entry's earlier records of the seed: no file of them may linger
+        copy_records(by_seed[seed], kept)

@@ -96,19 +96,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     """Aggregate the runs of one agent (same config but the seed, distinct seeds) into a submission of
     ``schema_version`` (an older one rebuilds an entry as it was published: fields it lacked stay out)."""
     read = [(folder, *_read_run(folder)) for folder in runs]
-    if not read:
-        raise SubmissionError("no runs given")
-    configs = [_experiment(folder, c["config"]) for folder, c, _, _ in read]
-    if any(c != configs[0] for c in configs):
-        raise SubmissionError("the runs differ in more than the seed: "
-                              + ", ".join(str(f) for f, *_ in read) + "; publish one agent configuration at a time")
-    seeds = [c["config"]["seed"] for _, c, _, _ in read]
-    if len(set(seeds)) != len(seeds):
-        raise SubmissionError(f"seeds must be distinct, got {sorted(seeds)}")
-    hashes = {(c.get("suite_hash"), c.get("policy_hash")) for _, c, _, _ in read}
-    if len(hashes) != 1 or None in next(iter(hashes)):
-        raise SubmissionError("the runs were made on different suites or policies (or by a version that did not record them)")
-    suite_hash, policy_hash = next(iter(hashes))
+    experiment, seeds, suite_hash, policy_hash = _one_experiment(read)
     first = read[0][1]
     benchmarks = sorted(read[0][2]["final"]["per_env"])
     domains = [read[0][2]["final"]["per_env"][b]["domain"] for b in benchmarks]
@@ -127,13 +115,12 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     steps = min(len(m) for *_, m in read)
     curve = lambda key: np.mean([[row[key] for row in m[:steps]] for *_, m in read], axis=0).tolist()  # noqa: E731
     diagnostics = pool_seeds(r.get("diagnostics") or {} for _, _, r, _ in read)
-    updates = [r["updates"] for _, _, r, _ in read if r.get("updates")]
     config = {k: v for k, v in read[0][1]["config"].items() if k != "seed"}
     agent = config["agent"]
     submission = {
         "schema_version": version,
         "name": name or f"{agent}-{config['noise']}-{suite_hash[:8]}",
-        "agent": agent, "oracle": bool(config["oracle"]), "config": config, "config_hash": stable_hash(configs[0]),
+        "agent": agent, "oracle": bool(config["oracle"]), "config": config, "config_hash": stable_hash(experiment),
         "policy": {"name": first["policy"], "hash": policy_hash},
         "suite": {"id": config["envs"], "hash": suite_hash, "noise": config["noise"], "benchmarks": benchmarks,
                   "eval_instances": int(config["eval_instances"])},
@@ -154,27 +141,59 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         submission["suite"]["domains"] = dict(zip(benchmarks, domains))
         if "suite_parts" in first:
             submission["suite"]["parts"] = first["suite_parts"]
-    plugins = [c.get("plugins") for _, c, _, _ in read]
-    if any(p != plugins[0] for p in plugins):
-        raise SubmissionError("the runs were made with different versions of a plugin: " + ", ".join(str(f) for f, *_ in read))
-    if plugins[0]:  # the installed packages whose method this is: name, version, source hash
-        submission["plugins"] = plugins[0]
+    _add_plugins(submission, read)
     if version >= 4:
-        judge, true = curves([folder for folder, *_ in read])
-        per_step_se = lambda v: (v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1])).tolist()  # noqa: E731
-        submission["curves"].update({"true_score_se": per_step_se(true), "reward_se": per_step_se(judge)})
-        block = OVEROPTIMISATION_BLOCK if steps >= 3 * OVEROPTIMISATION_BLOCK else max(1, steps // 3)
-        stats = overoptimisation(judge, true, block=block)
-        submission["overoptimisation"] = {k: stats[k] for k in (
-            "block", "true_peak", "true_end", "drop", "drop_se", "judge_gain", "judge_minus_true_end")}
-        if len(updates) == len(read):  # what the optimiser did, averaged over seeds (runs that logged it)
-            submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
+        _add_dynamics(submission, read, steps)
     if config.get("protocol"):
         protocol = load_protocol(config["protocol"])
         submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}
     if command:
         submission["command"] = command
     return submission
+
+
+def _one_experiment(read: list[tuple[Path, dict[str, Any], dict[str, Any], list[dict[str, Any]]]]
+                    ) -> tuple[dict[str, Any], list[int], str, str]:
+    """(experiment, seeds, suite hash, policy hash) of runs that make one submission: the same config but
+    the seed, distinct seeds, one suite and policy; anything else is refused with the reason."""
+    if not read:
+        raise SubmissionError("no runs given")
+    configs = [_experiment(folder, c["config"]) for folder, c, _, _ in read]
+    if any(c != configs[0] for c in configs):
+        raise SubmissionError("the runs differ in more than the seed: "
+                              + ", ".join(str(f) for f, *_ in read) + "; publish one agent configuration at a time")
+    seeds = [c["config"]["seed"] for _, c, _, _ in read]
+    if len(set(seeds)) != len(seeds):
+        raise SubmissionError(f"seeds must be distinct, got {sorted(seeds)}")
+    hashes = {(c.get("suite_hash"), c.get("policy_hash")) for _, c, _, _ in read}
+    if len(hashes) != 1 or None in next(iter(hashes)):
+        raise SubmissionError("the runs were made on different suites or policies (or by a version that did not record them)")
+    return configs[0], seeds, *next(iter(hashes))
+
+
+def _add_plugins(submission: dict[str, Any], read: list[Any]) -> None:
+    """The installed packages and catalog presets whose method this is (name, version, source hash): the
+    same for every run, or refused."""
+    plugins = [c.get("plugins") for _, c, _, _ in read]
+    if any(p != plugins[0] for p in plugins):
+        raise SubmissionError("the runs were made with different versions of a plugin: " + ", ".join(str(f) for f, *_ in read))
+    if plugins[0]:
+        submission["plugins"] = plugins[0]
+
+
+def _add_dynamics(submission: dict[str, Any], read: list[Any], steps: int) -> None:
+    """Schema ≥ 4: the per-step SEs of the curves, the over-optimisation statistics, and what the
+    optimiser did, averaged over seeds (when every run logged it)."""
+    judge, true = curves([folder for folder, *_ in read])
+    per_step_se = lambda v: (v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1])).tolist()  # noqa: E731
+    submission["curves"].update({"true_score_se": per_step_se(true), "reward_se": per_step_se(judge)})
+    block = OVEROPTIMISATION_BLOCK if steps >= 3 * OVEROPTIMISATION_BLOCK else max(1, steps // 3)
+    stats = overoptimisation(judge, true, block=block)
+    submission["overoptimisation"] = {k: stats[k] for k in (
+        "block", "true_peak", "true_end", "drop", "drop_se", "judge_gain", "judge_minus_true_end")}
+    updates = [r["updates"] for _, _, r, _ in read if r.get("updates")]
+    if len(updates) == len(read):
+        submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
 
 
 def _experiment(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
