@@ -8,7 +8,7 @@ from setgrpo_bench.policy.embedded import CACHE_ENV, TinyConfig
 from setgrpo_bench.policy.tiny import build_tiny
 
 # a test-sized embedded policy, built from scratch by the same code as the real one
-SMALL = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per_benchmark=4,
+SMALL_POLICY = TinyConfig(vocab_size=400, n_embd=32, n_layer=1, n_head=2, instances_per_benchmark=4,
                    examples_per_instance=1, batch_size=8)
 
 
@@ -62,6 +62,20 @@ def medication():
 
 
 @pytest.fixture(scope="session")
+def grpo_runs(small_policy, tmp_path_factory):
+    """Two finished 3-step seeds of a test-sized GRPO run (``<root>/grpo/seed<k>``), made once for every
+    test that reads finished runs; a test that changes them works on a copy."""
+    from setgrpo_bench.agents import resolve_config
+    from setgrpo_bench.harness import run
+
+    root = tmp_path_factory.mktemp("grpo-runs")
+    for seed in (0, 1):
+        run(resolve_config("grpo", {**SMALL_RUN, "steps": 3, "policy": small_policy, "seed": seed}),
+            root / "grpo" / f"seed{seed}")
+    return root
+
+
+@pytest.fixture(scope="session")
 def small_policy(tmp_path_factory) -> str:
     """Folder of a test-sized tiny policy (built once per session in a private cache)."""
-    return str(build_tiny(SMALL, out=tmp_path_factory.mktemp("small-policy") / "small"))
+    return str(build_tiny(SMALL_POLICY, out=tmp_path_factory.mktemp("small-policy") / "small"))

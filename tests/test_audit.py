@@ -6,11 +6,8 @@ import random
 import shutil
 
 import pytest
-from conftest import SMALL_RUN
 
-from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.cli import main
-from setgrpo_bench.harness import run
 from setgrpo_bench.harness.averages import aggregate
 from setgrpo_bench.harness.rundir import RunDir, read_json, write_json
 from setgrpo_bench.leaderboard import build_board, publish
@@ -27,14 +24,10 @@ from setgrpo_bench.leaderboard.verify import rebuild_entry
 
 
 @pytest.fixture(scope="module")
-def honest(small_policy, tmp_path_factory):
+def honest(grpo_runs, tmp_path_factory):
     """A board holding one honest entry of two seeds (its runs made here, on this machine)."""
-    root = tmp_path_factory.mktemp("audited")
-    for seed in (0, 1):
-        run(resolve_config("grpo", {**SMALL_RUN, "steps": 2, "policy": small_policy, "seed": seed}),
-            root / "runs" / f"seed{seed}")
-    board = root / "board"
-    [written] = publish([root / "runs"], board, protocol=None)
+    board = tmp_path_factory.mktemp("audited") / "board"
+    [written] = publish([grpo_runs], board, protocol=None)
     return board, json.loads(written.read_text())
 
 

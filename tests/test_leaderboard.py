@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
+from conftest import SMALL_RUN
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.agents.presets import preset_paths
@@ -33,8 +34,7 @@ from setgrpo_bench.leaderboard.aggregate import (
 )
 from setgrpo_bench.leaderboard.board import markdown, missing_cells
 
-SMALL = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2, group_size=3, eval_instances=2,
-             max_new_tokens=8)
+SMALL = {**SMALL_RUN, "steps": 2}
 
 
 def test_aggregation_by_hand():
@@ -89,19 +89,17 @@ def test_macro_se_covers_when_a_seed_moves_every_benchmark():
     assert covered["independent"] < low, covered
 
 
-@pytest.fixture(scope="module")
-def runs(small_policy, tmp_path_factory):
-    root = tmp_path_factory.mktemp("sweep")
-    for seed in (0, 1):
-        run(resolve_config("grpo", {**SMALL, "policy": small_policy, "seed": seed}), root / "grpo" / f"seed{seed}")
-    return root
+@pytest.fixture
+def runs(grpo_runs):
+    """Two finished seeds of one GRPO run (shared; read only)."""
+    return grpo_runs
 
 
 def test_submission_from_runs_validates(runs):
     submission = make_submission([runs / "grpo" / "seed0", runs / "grpo" / "seed1"], command="pytest")
     assert check_submission(submission) == []
     assert submission["seeds"] == [0, 1] and submission["suite"]["benchmarks"] == ["MedicationGuide", "UnitConversion"]
-    assert set(submission["groups"]) == {"health", "science"} and len(submission["curves"]["true_score"]) == 2
+    assert set(submission["groups"]) == {"health", "science"} and len(submission["curves"]["true_score"]) == 3
     assert not submission["oracle"] and submission["grader_calls_per_step"] > 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SMALL_RUN
 
 from setgrpo_bench.agents import Groups, resolve_config
 from setgrpo_bench.agents.build import build_agent
@@ -18,8 +19,7 @@ from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.errors import UnknownNameError
 
 PLUGIN = Path(__file__).parent / "plugins" / "median_grpo"
-SMALL = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=2, group_size=3, eval_instances=2,
-             max_new_tokens=8)
+SMALL = {**SMALL_RUN, "steps": 2}
 
 
 @pytest.fixture(scope="module")

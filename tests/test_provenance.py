@@ -31,18 +31,15 @@ def _config(policy, **kw):
     return resolve_config("grpo", {**SMALL_RUN, "steps": 3, "policy": policy, **kw})
 
 
-@pytest.fixture(scope="module")
-def finished(small_policy, tmp_path_factory):
-    """Two finished seeds of one agent, as a sweep lays them out (``<noise>/<agent>/seed<k>``)."""
-    root = tmp_path_factory.mktemp("board-runs")
-    for seed in (0, 1):
-        run(_config(small_policy, seed=seed), root / "realistic" / "grpo" / f"seed{seed}")
-    return root
+@pytest.fixture
+def finished(grpo_runs):
+    """Two finished seeds of one agent (``<root>/grpo/seed<k>``; shared, read only)."""
+    return grpo_runs
 
 
 def _copy(finished, tmp_path):
     shutil.copytree(finished, tmp_path / "runs")
-    return tmp_path / "runs" / "realistic" / "grpo"
+    return tmp_path / "runs" / "grpo"
 
 
 # ---------------------------------------------------------------- one writer per run folder
@@ -437,7 +434,7 @@ def test_publish_names_the_changed_suite_and_never_builds_a_policy(tmp_path, fin
 def test_the_overoptimisation_report_reads_runs_metrics(tmp_path, finished):
     from setgrpo_bench.cli import main
 
-    assert main(["judges", "overoptimisation", str(finished / "realistic" / "grpo"), "--block", "1",
+    assert main(["judges", "overoptimisation", str(finished / "grpo"), "--block", "1",
                  "--out", str(tmp_path / "over")]) == 0
     report = json.loads((tmp_path / "over" / "overoptimisation.json").read_text())
     assert report["seeds"] == 2 and report["steps"] == 3 and len(report["true_blocks"]) == 3

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Killed, kill_after
+from conftest import SMALL_POLICY, SMALL_RUN, Killed, kill_after
 
 from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.cli import main
@@ -15,8 +15,7 @@ from setgrpo_bench.harness.rundir import RunDirError
 from setgrpo_bench.policy import PolicyError, load_policy
 from setgrpo_bench.policy.tiny import build_tiny
 
-OVERRIDES = dict(envs="MedicationGuide,UnitConversion", steps=3, groups_per_step=2, group_size=3,
-                 eval_instances=2, max_new_tokens=12)
+OVERRIDES = {**SMALL_RUN, "steps": 3}
 
 
 def _config(policy, **kw):
@@ -25,7 +24,7 @@ def _config(policy, **kw):
 
 def test_small_tiny_builds_deterministically(small_policy, tmp_path, monkeypatch):
     monkeypatch.setenv("SETGRPO_BENCH_CACHE", str(tmp_path))
-    again = build_tiny(SMALL)
+    again = build_tiny(SMALL_POLICY)
     assert again != small_policy
     for name in ("model.safetensors", "tokenizer.json"):
         assert (again / name).read_bytes() == (__import__("pathlib").Path(small_policy) / name).read_bytes()
@@ -224,7 +223,7 @@ def test_building_the_policy_leaves_the_callers_random_streams_alone(tmp_path, m
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    build_tiny(SMALL)  # an empty cache: builds
+    build_tiny(SMALL_POLICY)  # an empty cache: builds
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -329,7 +328,7 @@ def test_the_run_that_builds_the_policy_gives_the_same_result_as_a_cached_one(tm
     from setgrpo_bench.policy import load as load_module
 
     monkeypatch.setenv("SETGRPO_BENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(load_module, "build_tiny", lambda: build_tiny(SMALL))
+    monkeypatch.setattr(load_module, "build_tiny", lambda: build_tiny(SMALL_POLICY))
     config = _config("tiny")
     building = run(config, tmp_path / "first")
     assert (tmp_path / "cache").is_dir()

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import Killed, kill_after
+from conftest import SMALL_RUN, Killed, kill_after
 
 from setgrpo_bench.agents import (
     Decision,
@@ -232,13 +232,12 @@ def test_too_few_calibration_groups_accept_nothing():
     assert decision.stats["q"] == math.inf and not decision.accepted.any()
 
 
-SMALL_RUN = dict(envs="MedicationGuide,UnitConversion", steps=2, groups_per_step=4, group_size=4, eval_instances=2,
-                 max_new_tokens=12)
+SETGRPO_RUN = {**SMALL_RUN, "steps": 2, "groups_per_step": 4, "group_size": 4}
 SMALL_WINDOW = dict(warmup_groups=8, window=16, audit_fraction=0.5)
 
 
 def test_setgrpo_run_writes_its_diagnostics_and_resumes_identically(small_policy, tmp_path):
-    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy})
+    config = resolve_config("setgrpo", {**SETGRPO_RUN, **SMALL_WINDOW, "policy": small_policy})
     full = run(config, tmp_path / "a")
     metrics = [__import__("json").loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     for key in ("q", "tau", "uncertifiable", "coverage_ref", "coverage_true", "reversal_true", "audit_calls"):
@@ -265,7 +264,7 @@ def test_true_scores_reach_the_update_only_for_the_oracle(small_policy, monkeypa
     """Two trainers with the same seed; in one, every grade's true score is replaced by noise.
     Non-oracle agents must produce bit-identical parameters; the oracle must not. One torch thread: with
     more, a busy machine's BLAS may split its sums differently between the two trainings."""
-    overrides = {**SMALL_RUN, **(SMALL_WINDOW if agent == "setgrpo" else {}), "policy": small_policy,
+    overrides = {**SETGRPO_RUN, **(SMALL_WINDOW if agent == "setgrpo" else {}), "policy": small_policy,
                  "oracle": oracle, "noise": "realistic"}
     config = resolve_config(agent, overrides)
 
@@ -397,7 +396,7 @@ def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_p
     """At μ = 1 the SetGRPO step is formed as Σ_i κ_i φ_i from the per-response gradients the Gram
     matrices were built from; it must move the parameters as the ordinary backward pass of the
     GRPO loss does, for any coefficients and accept mask."""
-    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "loss_type": loss_type,
+    config = resolve_config("setgrpo", {**SETGRPO_RUN, **SMALL_WINDOW, "policy": small_policy, "loss_type": loss_type,
                                         "groups_per_step": 6, "normalise_over": normalise_over})
     trainers = []
     for _ in range(2):  # plain SGD: the step is the clipped gradient itself (Adam's first step is its sign)
@@ -428,7 +427,7 @@ def test_an_update_from_the_geometrys_gradients_equals_the_backward_pass(small_p
 def test_a_consensus_reference_still_trains_and_is_costed_as_judge_calls(small_policy, tmp_path):
     """``consensus:K`` (K more calls of the training judge) still works; its audit calls cost one
     training-judge call each, where the default expert's cost ten."""
-    base = {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "steps": 1}
+    base = {**SETGRPO_RUN, **SMALL_WINDOW, "policy": small_policy, "steps": 1}
     consensus = run(resolve_config("setgrpo", {**base, "reference": "consensus:3"}), tmp_path / "c")
     expert = run(resolve_config("setgrpo", base), tmp_path / "e")
     assert consensus["audit_calls"] > 0 and expert["audit_calls"] > 0
@@ -439,7 +438,7 @@ def test_a_consensus_reference_still_trains_and_is_costed_as_judge_calls(small_p
 def test_a_training_steps_audits_join_the_window_after_its_decision(small_policy):
     """In ``Trainer.step`` the agent decides with the window as it was, and only then learns from the
     step's audits: they are out of sample for the q and τ̂ they are judged by."""
-    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy})
+    config = resolve_config("setgrpo", {**SETGRPO_RUN, **SMALL_WINDOW, "policy": small_policy})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
     trainer.warm_up()
     trainer.step()
@@ -456,7 +455,7 @@ def test_an_update_from_gradients_takes_groups_with_invalid_grades_and_refuses_a
     """Responses with an invalid grade have no gradient row (they are outside the set) and zero
     coefficients: the fused step must take the other rows of their groups; an accepted response
     without a row is a bug and is refused. (Exactness under rounding: the test below.)"""
-    config = resolve_config("setgrpo", {**SMALL_RUN, **SMALL_WINDOW, "policy": small_policy, "groups_per_step": 6,
+    config = resolve_config("setgrpo", {**SETGRPO_RUN, **SMALL_WINDOW, "policy": small_policy, "groups_per_step": 6,
                                         "seed": seed})
     trainer = Trainer(config, load_policy(small_policy), make_envs(config))
     batch = trainer.collector.collect(6)
