@@ -141,6 +141,20 @@ def _rubric_groups(rng, reps, n, G=8, J=8, flip=0.15):
     return observed, reference, np.full(observed.shape, spread)
 
 
+def _scores(observed: np.ndarray, reference: np.ndarray, spreads: np.ndarray, *, std_floor: float = 0.05,
+            eps: float = 1e-4, spread_floor: float = 0.01) -> np.ndarray:
+    """The conformal score of every group at once (groups along the last axis): GRPO coefficients of the
+    observed and reference rewards, σ from the spreads — the package's formulas, vectorised."""
+    def coefficients(r: np.ndarray) -> np.ndarray:
+        scale = np.maximum(r.std(axis=-1, ddof=1, keepdims=True), std_floor) + eps
+        constant = np.ptp(r, axis=-1, keepdims=True) == 0
+        return np.where(constant, 0.0, (r - r.mean(axis=-1, keepdims=True)) / scale)
+
+    scale = np.maximum(observed.std(axis=-1, ddof=1, keepdims=True), std_floor) + eps
+    sigma = np.maximum(spreads, spread_floor) / scale
+    return (np.abs(coefficients(observed) - coefficients(reference)) / sigma).max(axis=-1)
+
+
 @pytest.mark.parametrize("make", [_gaussian_groups, _rubric_groups])
 @pytest.mark.parametrize("n, alpha_a", [(19, 0.1), (39, 0.2), (59, 0.1)])
 def test_conformal_coverage_equals_k_over_n_plus_one(make, n, alpha_a):
@@ -148,12 +162,11 @@ def test_conformal_coverage_equals_k_over_n_plus_one(make, n, alpha_a):
     rng = np.random.default_rng(n)
     reps = 1500
     observed, reference, spreads = make(rng, reps, n + 1)
-    scores = np.empty((reps, n + 1))
-    for r in range(reps):
-        for j in range(n + 1):
-            a_hat, a_ref = grpo_coefficients(observed[r, j]), grpo_coefficients(reference[r, j])
-            sigma = sm.response_scales(observed[r, j], spreads[r, j])
-            scores[r, j] = sm.conformal_score(a_hat, a_ref, sigma)
+    scores = _scores(observed, reference, spreads)
+    for r, j in ((0, 0), (7, n), (reps - 1, 3)):  # the vectorised scores are the package's, group by group
+        a_hat, a_ref = grpo_coefficients(observed[r, j]), grpo_coefficients(reference[r, j])
+        sigma = sm.response_scales(observed[r, j], spreads[r, j])
+        assert scores[r, j] == pytest.approx(sm.conformal_score(a_hat, a_ref, sigma), rel=1e-12)
     q = np.array([sm.conformal_quantile(s[:n], alpha_a) for s in scores])
     covered = int((scores[:, n] <= q).sum())
     k = sm.conformal_rank(n, alpha_a)
