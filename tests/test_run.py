@@ -366,3 +366,12 @@ def test_each_step_logs_what_the_optimiser_did(small_policy, tmp_path):
     stalled = run(resolve_config("setgrpo", {**OVERRIDES, "policy": small_policy, "alpha": 0.001, "warmup_groups": 4}),
                   tmp_path / "stalled")
     assert stalled["updates"] == {"executed_steps": 0.0, "param_step": 0.0, "groups_per_executed_step": 0.0}
+
+
+def test_the_training_judge_flag_is_named_for_what_it_selects_and_the_old_name_still_works(capsys):
+    from setgrpo_bench.cli import build_parser
+
+    new = build_parser("grpo").parse_args(["run", "--train-judge", "learned"])
+    assert new.noise == "learned" and "deprecated" not in capsys.readouterr().err
+    old = build_parser("grpo").parse_args(["run", "--noise", "harsh"])
+    assert old.noise == "harsh" and "--noise is deprecated: use --train-judge" in capsys.readouterr().err

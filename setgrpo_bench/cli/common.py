@@ -55,8 +55,31 @@ def add_overrides(parser: argparse.ArgumentParser, agent: str, *, skip: tuple[st
         for name, f in group.__pydantic_fields__.items():
             if name != "agent" and name not in skip:
                 shown = preset.get(name, f.default)
-                overrides.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
-                                       help=f"{f.description} (default for {agent}: {shown!r})".replace("%", "%%"))
+                overrides.add_argument(*flags(name), dest=name, metavar=type(f.default).__name__.upper(),
+                                       action=RenamedFlag, help=f"{f.description} (default for {agent}: {shown!r})"
+                                       .replace("%", "%%") + (f"; {flags(name)[1]} is its old name" if name in RENAMED else ""))
+
+
+RENAMED = {"noise": "train-judge"}
+"""Settings whose flag is named for what it selects; the old flag (``--noise``) still works, with a note."""
+
+
+def flags(name: str) -> list[str]:
+    """The flags of setting ``name``: its name, then the old one it replaces."""
+    old = f"--{name.replace('_', '-')}"
+    return [f"--{RENAMED[name]}", old] if name in RENAMED else [old]
+
+
+class RenamedFlag(argparse.Action):
+    """Stores the value; given under a setting's old flag, says the new one (once, on stderr)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        if option_string is not None and option_string != self.option_strings[0]:
+            Console(stderr=True, soft_wrap=True).print(
+                f"note: {option_string} is deprecated: use {self.option_strings[0]} (the same setting)",
+                style="yellow", highlight=False)
+        setattr(namespace, self.dest, values)
 
 
 def agents_help(default: str) -> str:

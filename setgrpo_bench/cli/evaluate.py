@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import catalog_flag, config_from, console
+from .common import RenamedFlag, catalog_flag, config_from, console, flags
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     for name in ("policy", "envs", "eval_instances", "noise", "judge", "judge_url", "judge_model", "judge_api_key_env",
                  "judge_profile", "seed", "device", "engine", "temperature", "top_p", "max_new_tokens", "threads"):
         f = FIELDS[name]
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=type(f.default).__name__.upper(),
+        parser.add_argument(*flags(name), dest=name, metavar=type(f.default).__name__.upper(), action=RenamedFlag,
                             help=f"{f.description} (default {f.default!r})".replace("%", "%%"))
     parser.set_defaults(func=_evaluate)
 

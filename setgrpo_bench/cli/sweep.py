@@ -21,7 +21,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--cpus-per-run", type=int, default=1, help="ray: CPUs (and torch threads) of each run")
     parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<noise>/<agent>/seed<k>/")
-    add_overrides(parser, "grpo", skip=("seed",))  # seeds come from --seeds; --noise takes a comma-separated list
+    add_overrides(parser, "grpo", skip=("seed",))  # seeds come from --seeds; --train-judge takes a comma-separated list
     parser.set_defaults(func=_sweep)
 
 

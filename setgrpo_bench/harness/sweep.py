@@ -96,7 +96,7 @@ def settings_changed(spec: RunSpec, overrides: Mapping[str, Any]) -> dict[str, l
 
 def _command(spec: RunSpec, overrides: Mapping[str, Any], resume: bool, threads: int) -> list[str]:
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in overrides.items()]
-    return [sys.executable, "-m", "setgrpo_bench", "run", "--agent", spec.agent, "--noise", spec.noise,
+    return [sys.executable, "-m", "setgrpo_bench", "run", "--agent", spec.agent, "--train-judge", spec.noise,
             "--seed", str(spec.seed), "--threads", str(threads), "--out", str(spec.out), *flags,
             *(["--resume"] if resume else [])]
 
