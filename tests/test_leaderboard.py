@@ -256,7 +256,7 @@ def _built_here(board: Path, tmp_path: Path) -> tuple[pd.DataFrame, list[tuple[s
     """The shipped ``board`` built again in a scratch folder (its runs read where they are)."""
     copy = tmp_path / board.name
     copy.mkdir()
-    for name in ("results", "audits", "ARCHIVED.md"):
+    for name in ("results", "audits", "ARCHIVED.md", "FINDINGS.md"):
         if (board / name).is_dir():
             shutil.copytree(board / name, copy / name)
         elif (board / name).is_file():

@@ -375,3 +375,36 @@ def test_the_training_judge_flag_is_named_for_what_it_selects_and_the_old_name_s
     assert new.noise == "learned" and "deprecated" not in capsys.readouterr().err
     old = build_parser("grpo").parse_args(["run", "--noise", "harsh"])
     assert old.noise == "harsh" and "--noise is deprecated: use --train-judge" in capsys.readouterr().err
+
+
+def test_metrics_are_reported_to_tensorboard_under_trls_names(small_policy, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    run(_config(small_policy, steps=2, report_to="tensorboard"), out)
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [e.value for e in events.Scalars("reward")] == pytest.approx([r["reward"] for r in records])
+    assert [e.step for e in events.Scalars("completions/mean_length")] == [1, 2]  # TRL's name for response_tokens
+    assert "true_score" in events.Tags()["scalars"] and "time_step" in events.Tags()["scalars"]
+    with pytest.raises(ConfigError, match="report_to='tensorbored' is not allowed"):
+        _config(small_policy, report_to="tensorbored")
+
+
+def test_wandb_runs_offline_in_the_run_folder(small_policy, tmp_path, monkeypatch):
+    """wandb (an optional extra) is driven as its API says: offline, in the run folder, one log per step."""
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kw: calls.append(("init", kw)) or types.SimpleNamespace(
+        log=lambda values, step: calls.append(("log", step, values)), finish=lambda: calls.append(("finish",)))
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    out = tmp_path / "run"
+    run(_config(small_policy, steps=2, report_to="wandb"), out)
+    init = calls[0][1]
+    assert init["mode"] == "offline" and init["dir"] == str(out) and init["config"]["report_to"] == "wandb"
+    assert [c[1] for c in calls if c[0] == "log"] == [1, 2] and calls[-1] == ("finish",)
+    assert "reward" in calls[1][2] and "step" not in calls[1][2]

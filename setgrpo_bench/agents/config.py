@@ -31,6 +31,7 @@ from .fields import (
     check_device,
     field_of,
     known_judge,
+    known_reporters,
     known_reference,
     one_of,
     parse_geometry,
@@ -44,7 +45,7 @@ NORMALISERS = ("accepted", "batch")
 EXECUTE = ("recovered", "original")
 ENGINES = ("transformers", "generate", "vllm")
 DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", "judge_api_key_env", "threads",
-                     "update_batch")
+                     "update_batch", "report_to")
 """Where and how a run executes, not what it computes: left out of the experiment's identity, so a
 run may resume on another device and seeds run on CPU and GPU publish together."""
 
@@ -62,6 +63,9 @@ class RunSettings:
     eval_instances: int = field_of(64, "eval-split instances per env (0: the whole split)", ge=0)
     checkpoint_every: int = field_of(1, "steps between checkpoints (resume restarts from the last one)", ge=1)
     protocol: str = field_of("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
+    report_to: Annotated[str, AfterValidator(known_reporters)] = field_of(
+        "", "also report each step's metrics to: 'tensorboard', 'wandb' (offline) or both, comma-separated, in the "
+            "run folder ('': metrics.jsonl only)")
 
 
 @dataclass(config=STRICT)

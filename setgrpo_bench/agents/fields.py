@@ -61,6 +61,18 @@ def parse_geometry(spec: str) -> tuple[str, int]:
     raise ConfigError("geometry", spec, "'full', 'identity', 'last:N' or 'sketch:D' with a positive integer")
 
 
+REPORTERS = ("tensorboard", "wandb")
+"""Where a run may also report its per-step metrics (``harness.reporting``)."""
+
+
+def known_reporters(spec: str) -> str:
+    """``report_to``: comma-separated reporters of ``REPORTERS``, or ``""`` for none."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if any(n not in REPORTERS for n in names):
+        raise ConfigError("report_to", spec, f"comma-separated reporters of {list(REPORTERS)}, or '' for none")
+    return spec
+
+
 def known_judge(name: str) -> str:
     from ..graders.judge_profiles import (
         judge_profile,  # the graders load scipy: not for ``--help``

@@ -75,11 +75,13 @@ def grpo_loss(
     """The loss of one batch (or of one micro-batch of it).
 
     Args:
-        logprobs, old_logprobs, ref_logprobs: (N, R) token log-probabilities.
+        logprobs: (N, R) token log-probabilities under the policy being trained.
+        old_logprobs: (N, R) the same under the policy that sampled (π_old).
         coefficients: (N,) training coefficients a_i.
         mask: (N, R) 1 on response tokens.
         accepted: (N,) bool, responses that contribute.
         spec: the objective (``LossSpec``).
+        ref_logprobs: (N, R) the same under the reference policy of the KL term (needed when β > 0).
         is_weights: (N, R) truncated importance weights π_old/π_sampler of each token when the rollouts
             came from another engine (vLLM) than the trainer; they multiply the surrogate (not the KL).
         totals: ``spec.totals`` of the whole batch when these rows are one micro-batch of it (the

@@ -35,6 +35,7 @@ from .engines import make_engine
 from .evaluation import evaluate
 from .pooled import summarise_diagnostics, summarise_updates
 from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
+from .reporting import Reporters
 from .rundir import (
     CONFIG,
     EVAL,
@@ -251,6 +252,7 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("train", total=config.run.steps, completed=start, live="")
         warmup = trainer.warm_up() if not trainer.warmed_up and start < config.run.steps else None
+        reporters = Reporters(config.run.report_to, rundir.root, name=rundir.root.name, config=config.to_dict())
         for step in range(start + 1, config.run.steps + 1):
             t0 = time.perf_counter()
             try:
@@ -264,12 +266,14 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
                 metrics, warmup = charge_warmup(metrics, warmup), None
             rundir.append_metrics({k: v for k, v in metrics.items() if not is_measured(k)})
             rundir.append_timings({k: v for k, v in metrics.items() if k == "step" or is_measured(k)})
+            reporters.log(step, metrics)
             if step % config.run.checkpoint_every == 0 or step == config.run.steps:
                 save_checkpoint(rundir, trainer, step)
             live = f"reward {metrics['reward']:.3f}  true {metrics['true_score']:.3f}"
             progress.update(bar, completed=step, live=live)
             if on_step is not None:
                 on_step(step, metrics)
+        reporters.close()
 
 
 def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..harness.rundir import write_texts
-from .layout import archive_note, archived_boards
+from .layout import FINDINGS, archive_note, archived_boards
 from .load import load_board, missing_cells, still_to_run
 from .pages import html_page, markdown
 from .tables import board_frame, summary_frame
@@ -38,7 +38,8 @@ def build_board(board: str | Path, runs: str | Path | None = None) -> tuple[pd.D
     ordered = sorted(ranked, key=lambda s: list(frame["name"]).index(s["name"])) if ranked else []
     note = archive_note(board)
     context = {"note": note, "earlier": [p.name for p in archived_boards(board)],
-               "missing": [] if note else still_to_run(frame, ranked), "apart": apart}
+               "missing": [] if note else still_to_run(frame, ranked), "apart": apart,
+               "findings": (board / FINDINGS).is_file()}
     write_texts({board / "README.md": markdown(frame, rejected, ordered, **context),
                  board / "index.html": html_page(frame, rejected, ordered, **context)})
     return frame, rejected

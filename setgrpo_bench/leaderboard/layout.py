@@ -9,6 +9,8 @@ from pathlib import Path
 RESULTS = "results"
 RUNS = "runs"
 AUDITS = "audits"
+FINDINGS = "FINDINGS.md"
+"""What a board shows, written by hand beside the generated pages (which link it)."""
 ARCHIVED = "ARCHIVED.md"
 """A board folder holding this file is archived: a board of an earlier suite, kept readable. Its text
 (why and when it was archived) opens the page; its entries are checked against their runs and their

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from .figures import plots
+from .layout import FINDINGS
 from .tables import (
     APART,
     _display,
@@ -29,13 +30,15 @@ def _markdown_table(shown: pd.DataFrame) -> list[str]:
 
 def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
              note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
-             apart: Sequence[dict[str, Any]] = ()) -> str:
+             apart: Sequence[dict[str, Any]] = (), findings: bool = False) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
     opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
     the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]
+    if findings:
+        lines += [f"What the board shows, written by hand: [{FINDINGS}]({FINDINGS}).", ""]
     if earlier:
         lines += ["Earlier boards: " + ", ".join(f"[{name}]({name}/README.md)" for name in earlier), ""]
     if frame.empty:
@@ -66,11 +69,13 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
 
 def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: list[dict[str, Any]], *,
               note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
-              apart: Sequence[dict[str, Any]] = ()) -> str:
+              apart: Sequence[dict[str, Any]] = (), findings: bool = False) -> str:
     """A self-contained page: the table and plots inline, no scripts, no network."""
     body = ["<h1>setgrpo_bench leaderboard</h1>"]
     if note:
         body += [f"<p class='archived'>{html.escape(paragraph)}</p>" for paragraph in note.split("\n\n")]
+    if findings:
+        body.append(f"<p>What the board shows, written by hand: <a href='{FINDINGS}'>{FINDINGS}</a>.</p>")
     if earlier:
         body.append("<p>Earlier boards: " + ", ".join(
             f"<a href='{html.escape(name)}/index.html'>{html.escape(name)}</a>" for name in earlier) + "</p>")
