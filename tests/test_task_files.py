@@ -108,3 +108,42 @@ def test_unknown_top_level_field(tmp_path):
     (tmp_path / "benchmark.yaml").write_text("name: X\ndomain: d\nkind: file\ntasks: t.jsonl\ncolour: red\n")
     with pytest.raises(SpecError, match=r"benchmark.yaml:5: colour: unknown field"):
         load_benchmark(tmp_path)
+
+
+def test_validate_lists_every_problem_of_a_spec_in_one_pass(tmp_path):
+    """Five planted problems — a category, a pool, a check type, a regex, a number — are all reported at
+    once, each at its line; a spec fixed in one round validates."""
+    spec = """name: Kitchen
+domain: cooking
+sizes: {train: 50, calib: 20, eval: 20}
+pools:
+  dishes: [soup, pasta, salad, curry, stew, risotto]
+variables:
+  dish: {pool: dishez}
+  minutes: {range: [5, 60]}
+prompt: Describe how to make {dish} in {minutes} minutes, in at most 40 words.
+criteria:
+  - id: dish
+    text: Names the {dish}.
+    points: 2
+    category: essential
+    check: {type: keyword_anyy, terms: ["{dish}"]}
+  - id: time
+    text: Gives the time, {minutes} minutes.
+    points: 1
+    category: importantt
+    check: {type: regex, pattern: '\\b{minutes} min('}
+  - id: words
+    text: Uses at most 40 words.
+    points: 1
+    category: important
+    check: {type: word_count, max: forty}
+"""
+    (tmp_path / "benchmark.yaml").write_text(spec)
+    problems = sorted(str(p).split("benchmark.yaml:")[1].split(":")[0] + " " + str(p.field) for p in validate_benchmark(tmp_path))
+    assert problems == ["15 criteria[0].check.type", "19 criteria[1].category", "20 criteria[1].check.pattern",
+                        "25 criteria[2].check.max", "7 variables.dish.pool"]
+    fixed = (spec.replace("dishez", "dishes").replace("keyword_anyy", "keyword_any").replace("importantt", "important")
+             .replace("min('", "min'").replace("max: forty", "max: 40"))
+    (tmp_path / "benchmark.yaml").write_text(fixed)
+    assert validate_benchmark(tmp_path) == []

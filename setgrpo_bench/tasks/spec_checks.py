@@ -4,11 +4,12 @@ than its pool, a range runs upwards). Every problem at once, each naming its fie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, UnknownNameError
 from .schema import load_schema, schema_problems
 
 SCHEMA = Path(__file__).with_name("benchmark_spec.schema.json")
@@ -38,6 +39,32 @@ def procedural_problems(spec: Mapping[str, Any]) -> list[SpecError]:
         low_high = var.get("range")
         if isinstance(low_high, list) and len(low_high) == 2 and all(isinstance(x, int) for x in low_high) and low_high[0] > low_high[1]:
             problems.append(SpecError("expected [low, high] integers with low <= high", field=f"{field}.range"))
+    return problems + _check_problems(spec.get("criteria"))
+
+
+def _check_problems(criteria: Any) -> list[SpecError]:
+    """Each criterion's check built as written (a value holding a ``{template}`` is left to rendering):
+    a check type, field or regular expression that can never work is reported beside the structure's
+    problems, so that one pass lists them all."""
+    from .checks import CHECK_TYPES, build_check
+
+    problems = []
+    for i, criterion in enumerate(criteria if isinstance(criteria, list) else []):
+        check = criterion.get("check") if isinstance(criterion, Mapping) else None
+        if not isinstance(check, Mapping):
+            continue
+        if "pattern" in check:  # a template in a pattern stands for text: the rest must compile as written
+            check = {**check, "pattern": re.sub(r"\{[^{}]*\}", "x", str(check["pattern"]))}
+        if check.get("type") not in CHECK_TYPES:
+            problems.append(SpecError(str(UnknownNameError("check type", str(check.get("type")), CHECK_TYPES)),
+                                      field=f"criteria[{i}].check.type"))
+            continue
+        if any("{" in str(v) for k, v in check.items() if k != "pattern"):
+            continue  # values that rendering supplies (a number, a list of terms) are checked when rendered
+        try:
+            build_check(check)
+        except SpecError as exc:
+            problems.append(SpecError(exc.reason, field=f"criteria[{i}].check" + (f".{exc.field}" if exc.field else "")))
     return problems
 
 
