@@ -1,8 +1,10 @@
 """End-to-end runs on a test-sized policy built from scratch: artefacts, resume, determinism, errors."""
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SMALL_POLICY, SMALL_RUN, Killed, kill_after
 
@@ -408,3 +410,17 @@ def test_wandb_runs_offline_in_the_run_folder(small_policy, tmp_path, monkeypatc
     assert init["mode"] == "offline" and init["dir"] == str(out) and init["config"]["report_to"] == "wandb"
     assert [c[1] for c in calls if c[0] == "log"] == [1, 2] and calls[-1] == ("finish",)
     assert "reward" in calls[1][2] and "step" not in calls[1][2]
+
+
+def test_setgrpos_figure_draws_the_level_chosen_in_each_step_and_says_why_early_steps_are_empty():
+    from setgrpo_bench.harness.report import setgrpo_figure
+
+    tau = [math.inf, math.inf, 0.3, 0.2, math.inf]
+    metrics = [{"step": s + 1, "q": 1.0, "tau": t, "alpha_a": a, "coverage_ref": 0.5, "coverage_true": 0.4,
+                "acceptance_nonconstant": 0.0 if math.isinf(t) else 0.6}
+               for s, (t, a) in enumerate(zip(tau, [0.9, 0.9, 0.5, 0.8, 0.9]))]
+    fig = setgrpo_figure(metrics, "t", alpha_a=0.9, alpha=0.2)
+    cover = fig.axes[1]
+    [level] = [line for line in cover.get_lines() if line.get_label().startswith("1 − α_a at the level chosen")]
+    assert np.allclose(level.get_ydata(), [np.nan, np.nan, 0.5, 0.2, np.nan], equal_nan=True)
+    assert any("nothing certified yet" in t.get_text() for t in cover.texts)

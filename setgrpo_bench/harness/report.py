@@ -75,9 +75,15 @@ def plot_curves(metrics: list[dict[str, Any]], result: dict[str, Any], path: Pat
 
 @literal_text
 def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha_a: float, alpha: float) -> None:
+    """``setgrpo_figure`` written to ``path``."""
+    setgrpo_figure(metrics, title, alpha_a=alpha_a, alpha=alpha).savefig(path, dpi=110)
+
+
+def setgrpo_figure(metrics: list[dict[str, Any]], title: str, *, alpha_a: float, alpha: float) -> Figure:
     """SetGRPO's run at a glance, one question per panel: what it accepted, whether its set covered
-    (against 1 − α_a: the step's chosen level when α_a is chosen inside the risk test, else
-    ``alpha_a``), whether its gate held (against α), and the radius q and threshold τ̂."""
+    (against 1 − α_a at the level the set was chosen at in each step), whether its gate held (against
+    α), and the radius q and threshold τ̂. Leading steps in which nothing was certified are shaded and
+    say so: the window is still filling, and no group can be accepted."""
     steps = np.array([m["step"] for m in metrics])
     fig = Figure(figsize=(11, 6.5))
     axes = fig.subplots(2, 2, sharex=True)
@@ -85,16 +91,7 @@ def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha
     _line(accept, steps, _series(metrics, "acceptance_nonconstant"), "accepted", "tab:green")
     _line(accept, steps, _series(metrics, "uncertifiable"), "uncertifiable", "tab:red")
     accept.set(ylabel="share of non-constant groups", ylim=(-0.02, 1.02), title="What was trained on")
-    _line(cover, steps, _series(metrics, "coverage_ref"), "w.r.t. the reference", "tab:blue")
-    _line(cover, steps, _series(metrics, "coverage_true"), "w.r.t. the true score", "tab:orange")
-    chosen = _series(metrics, "alpha_a")
-    levels = chosen[np.isfinite(chosen)]
-    if levels.size and levels.min() != levels.max():
-        cover.step(steps, 1 - chosen, where="mid", color="k", ls="--", lw=1, label="nominal 1 − α_a (chosen per step)")
-    else:
-        level = float(levels[0]) if levels.size else alpha_a
-        cover.axhline(1 - level, color="k", ls="--", lw=1, label=f"nominal 1 − α_a = {1 - level:.2f}")
-    cover.set(ylabel="coverage of the set C", ylim=(-0.02, 1.02), title="(a) Does the set cover?")
+    _coverage_panel(cover, steps, metrics, alpha_a)
     _line(risk, steps, _series(metrics, "reversal_ref"), "w.r.t. the reference", "tab:blue")
     _line(risk, steps, _series(metrics, "reversal_true"), "w.r.t. the true score", "tab:orange")
     risk.axhline(alpha, color="k", ls="--", lw=1, label=f"α = {alpha:.2f}")
@@ -106,12 +103,43 @@ def plot_setgrpo(metrics: list[dict[str, Any]], path: Path, title: str, *, alpha
     knobs.set(xlabel="step", title="Calibrated quantities (τ̂ = ∞: nothing certified)")
     if not np.isfinite(_series(metrics, "reversal_ref")).any() and not np.isfinite(_series(metrics, "reversal_true")).any():
         risk.text(0.5, 0.5, "no group was accepted", transform=risk.transAxes, ha="center", color="grey")
+    _shade_calibrating(axes, steps, metrics)
     for ax in axes.flat:
         ax.legend(fontsize=7, loc="best")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    return fig
+
+
+def _coverage_panel(cover: Axes, steps: np.ndarray, metrics: list[dict[str, Any]], alpha_a: float) -> None:
+    """Coverage of C w.r.t. the reference and the truth, against the level each step's set was chosen at
+    (α_a is chosen inside the risk test from a grid, so the promise changes from step to step)."""
+    _line(cover, steps, _series(metrics, "coverage_ref"), "w.r.t. the reference", "tab:blue")
+    _line(cover, steps, _series(metrics, "coverage_true"), "w.r.t. the true score", "tab:orange")
+    certified = np.isfinite(_series(metrics, "tau"))  # with nothing certified no set level was chosen
+    chosen = np.where(certified, _series(metrics, "alpha_a"), np.nan)
+    if np.isfinite(chosen).any():
+        cover.step(steps, 1 - chosen, where="mid", color="k", ls="--", lw=1,
+                   label="1 − α_a at the level chosen in each step")
+    else:
+        cover.axhline(1 - alpha_a, color="k", ls="--", lw=1, label=f"nominal 1 − α_a = {1 - alpha_a:.2f}")
+    cover.set(ylabel="coverage of the set C", ylim=(-0.02, 1.02), title="(a) Does the set cover its chosen level?")
+
+
+def _shade_calibrating(axes: np.ndarray, steps: np.ndarray, metrics: list[dict[str, Any]]) -> None:
+    """Shade the leading steps in which nothing was certified (τ̂ = ∞): the window's D2 fold held too few
+    groups for Learn-then-Test to certify the risk level, so no group could be accepted."""
+    tau = _series(metrics, "tau")
+    ready = np.flatnonzero(np.isfinite(tau))
+    first = int(ready[0]) if ready.size else len(steps)
+    if first == 0 or not len(steps):
+        return
+    end = steps[first] - 0.5 if first < len(steps) else steps[-1] + 0.5
+    for ax in axes.flat:
+        ax.axvspan(steps[0] - 0.5, end, color="grey", alpha=0.12, lw=0)
+    axes[0, 1].text((steps[0] - 0.5 + end) / 2, 0.5, "window filling:\nnothing certified yet", ha="center",
+                    va="center", fontsize=7, color="dimgrey")
 
 
 def summary_table(result: dict[str, Any]) -> Table:
