@@ -5,13 +5,14 @@ and read back with errors that name the file and the line."""
 from __future__ import annotations
 
 import errno
+import gzip
 import hashlib
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .errors import SetgrpoBenchError
 
@@ -77,25 +78,72 @@ def os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+COMPRESSED = ".gz"
+"""A file may be kept gzip-compressed as ``<name>.gz`` (a board keeps its runs' records so); every reader
+here reads either, and a file's SHA-256 is that of its content."""
+
+
+def stored(path: Path) -> Path | None:
+    """Where ``path``'s content is kept: the file itself, else its compressed copy, else None."""
+    compressed = path.with_name(path.name + COMPRESSED)
+    return path if path.is_file() else compressed if compressed.is_file() else None
+
+
+def exists(path: Path) -> bool:
+    return stored(path) is not None
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """``path``'s content for reading, decompressed when it is kept compressed."""
+    where = stored(path)
+    if where is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    return gzip.open(where, "rb") if where.name.endswith(COMPRESSED) and where != path else open(where, "rb")
+
+
+def read_bytes(path: Path) -> bytes:
+    with open_binary(path) as handle:
+        return handle.read()
+
+
 def read_json(path: Path) -> Any:
-    """A JSON file; a damaged or missing one raises ``FileError`` naming the file and the line."""
+    """A JSON file (or its compressed copy); a damaged or missing one raises ``FileError`` naming the
+    file and the line."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            return json.load(handle)
+        return json.loads(read_bytes(path).decode("utf-8"))
     except FileNotFoundError:
         raise FileError(f"{path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as exc:
         where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise FileError(f"{path} is damaged ({where}); restore it (in a run folder, --overwrite starts the run "
                         "again)") from None
 
 
 def sha256_file(path: Path) -> str:
+    """SHA-256 of a file's content (decompressed when it is kept compressed)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def write_compressed(path: Path, data: bytes) -> None:
+    """Keep ``data`` as ``<path>.gz``, atomically and byte for byte the same for the same data (no name or
+    time in the gzip header), and remove an uncompressed ``path`` it replaces."""
+    compressed = path.with_name(path.name + COMPRESSED)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{compressed.name}.", dir=path.parent)
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as out:
+            out.write(data)
+        share_permissions(tmp)
+        os.replace(tmp, compressed)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise FileError(f"cannot write {compressed}: {os_reason(exc)}") from None
+    path.unlink(missing_ok=True)
 
 
 def share_permissions(path: str | Path, *, directory: bool = False) -> None:

@@ -15,6 +15,7 @@ from setgrpo_bench.agents import resolve_config
 from setgrpo_bench.agents.presets import preset_paths
 from setgrpo_bench.agents.protocol import load_protocol
 from setgrpo_bench.cli import main
+from setgrpo_bench.files import read_bytes
 from setgrpo_bench.harness import run
 from setgrpo_bench.harness.rundir import RECORDS, finite_json
 from setgrpo_bench.leaderboard import (
@@ -110,8 +111,9 @@ def test_publish_build_show_and_refusals(runs, tmp_path, capsys):
     readme = (board / "README.md").read_text()
     assert "| 1 | grpo |" in readme
     kept = board / "runs" / json.loads(written.read_text())["name"]  # its own records, not the weights
-    assert all(sorted(p.name for p in (kept / f"seed{seed}").iterdir()) == sorted(RECORDS) for seed in (0, 1))
-    assert all((kept / "seed1" / name).read_bytes() == (runs / "grpo" / "seed1" / name).read_bytes() for name in RECORDS)
+    # kept compressed (every reader reads either form): the same bytes once decompressed
+    assert all(sorted(p.name for p in (kept / f"seed{seed}").iterdir()) == sorted(f"{n}.gz" for n in RECORDS) for seed in (0, 1))
+    assert all(read_bytes(kept / "seed1" / name) == (runs / "grpo" / "seed1" / name).read_bytes() for name in RECORDS)
     assert "rebuilt from its runs" in readme  # the board verified the entry from the kept records
     with pytest.raises(SubmissionError, match="already on the board"):
         publish([runs], board)

@@ -17,6 +17,7 @@ from setgrpo_bench.harness.rundir import (
     RunDir,
     RunDirError,
     RunLockedError,
+    read_json,
     read_metrics,
 )
 from setgrpo_bench.leaderboard import (
@@ -201,8 +202,8 @@ def test_the_board_rejects_tampered_entries_and_marks_entries_without_runs(tmp_p
     frame, rejected = build_board(board)
     assert rejected == [] and frame["verified"].tolist() == [True]
     # a board keeps its runs' records without their weights; weights it does keep must be the run's
-    [run] = [p.parent for p in (board / "runs").rglob("manifest.json") if p.parent.name == "seed1"]
-    listed = [n for n in json.loads((run / "manifest.json").read_text())["files"] if n.startswith("checkpoints/")]
+    [run] = [p.parent for p in (board / "runs").rglob("manifest.json.gz") if p.parent.name == "seed1"]
+    listed = [n for n in read_json(run / "manifest.json")["files"] if n.startswith("checkpoints/")]
     assert listed and not any((board / "runs").rglob("checkpoints"))  # the manifest lists weights the board lacks
     (run / listed[0]).parent.mkdir(parents=True)
     (run / listed[0]).write_bytes(b"other weights")

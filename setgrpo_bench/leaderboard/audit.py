@@ -39,6 +39,7 @@ from rich.console import Console
 from .. import __version__
 from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
+from ..files import exists, read_bytes
 from ..harness.rundir import (
     CONFIG,
     EVAL,
@@ -128,7 +129,7 @@ def _config(recorded: Path) -> TrainConfig:
     floating-point sums, and so the result)."""
     saved = read_json(recorded / CONFIG)
     values = dict(saved["config"])
-    if not values.get("threads") and (recorded / TIMINGS).is_file():
+    if not values.get("threads") and exists(recorded / TIMINGS):
         values["threads"] = int(read_json(recorded / TIMINGS).get("threads") or 0)
     if not values.get("threads"):
         raise AuditError(f"{recorded}: the run recorded no thread count (threads 0, no {TIMINGS}); it cannot be "
@@ -154,7 +155,7 @@ def compare(recorded: Path, again: Path, *, steps: int | None) -> list[str]:
     """How the re-executed run ``again`` differs from the recorded one (empty: reproduced). ``steps``
     None compares the whole run, else the initial evaluation and the first ``steps`` steps."""
     problems = []
-    if (recorded / EVAL_INITIAL).read_bytes() != (again / EVAL_INITIAL).read_bytes():
+    if read_bytes(recorded / EVAL_INITIAL) != read_bytes(again / EVAL_INITIAL):
         problems.append(f"{EVAL_INITIAL} differs from its re-execution (macro true score {_macro(recorded / EVAL_INITIAL)} "
                         f"recorded, {_macro(again / EVAL_INITIAL)} re-executed)")
     mine, theirs = (_computed(read_metrics(r / "metrics.jsonl").records) for r in (recorded, again))
@@ -166,7 +167,7 @@ def compare(recorded: Path, again: Path, *, steps: int | None) -> list[str]:
             if first < min(len(mine), len(theirs)) else ["missing steps"]
         problems.append(f"metrics.jsonl differs from step {first + 1} on ({', '.join(fields[:5])})")
     if steps is None:
-        if (recorded / EVAL).read_bytes() != (again / EVAL).read_bytes():
+        if read_bytes(recorded / EVAL) != read_bytes(again / EVAL):
             problems.append(f"{EVAL} differs from its re-execution (macro true score {_macro(recorded / EVAL)} recorded, "
                             f"{_macro(again / EVAL)} re-executed)")
         weights = {k: v for k, v in read_json(recorded / MANIFEST)["files"].items() if k.endswith(WEIGHTS)}
@@ -214,7 +215,7 @@ def audit_entry(submission: dict[str, Any], board: str | Path, *, seeds: Sequenc
     system-entropy source unless given) and return the audit record (not yet kept; ``keep_audit``)."""
     console = console or Console(quiet=True)
     folders = dict(zip(submission["seeds"], entry_runs(submission, Path(board) / RUNS)))
-    if not all((f / EVAL).is_file() for f in folders.values()):
+    if not all(exists(f / EVAL) for f in folders.values()):
         raise AuditError(f"{submission['name']}: its runs are not under {Path(board) / RUNS}; only an entry whose runs "
                          "the board keeps can be audited")
     if seeds is None:

@@ -109,4 +109,4 @@ def _keep_records(submission: dict[str, Any], runs: list[Path], root: Path, *, r
     for seed, kept in zip(submission["seeds"], kept_runs):
         if kept.is_dir() and kept.resolve() != by_seed[seed].resolve():
             shutil.rmtree(kept)  # this entry's earlier records of the seed: no file of them may linger
-        copy_records(by_seed[seed], kept)
+        copy_records(by_seed[seed], kept, compress=True)  # a board keeps its runs' records compressed

@@ -16,6 +16,7 @@ import numpy as np
 from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
+from ..files import exists
 from ..harness.overoptimisation import curves, overoptimisation
 from ..harness.pooled import pool_seeds
 from ..harness.rundir import MANIFEST, FileError, read_json, read_metrics, step_timings
@@ -51,7 +52,7 @@ def schema_problems(data: Any) -> list[str]:
 def _read_run(folder: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """(config.json, eval.json, metrics records) of a finished run whose files agree with each other."""
     for name in ("config.json", "eval.json", "metrics.jsonl"):
-        if not (folder / name).is_file():
+        if not exists(folder / name):
             hint = " (the run has not finished: resume it with --resume)" if name == "eval.json" else ""
             raise SubmissionError(f"{folder} has no {name}{hint}")
     try:
@@ -72,7 +73,7 @@ def run_folders(paths: Sequence[str | Path]) -> list[Path]:
     """Run folders named directly or found one level below (a sweep's ``<agent>/seed<k>/``)."""
     out: list[Path] = []
     for path in map(Path, paths):
-        if (path / "config.json").is_file() or (path / "eval.json").is_file():
+        if exists(path / "config.json") or exists(path / "eval.json"):
             out.append(path)
         else:
             found = (sorted(p.parent for p in path.glob("*/config.json")) or sorted(p.parent for p in path.glob("*/*/config.json"))
@@ -101,7 +102,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     benchmarks = sorted(read[0][2]["final"]["per_env"])
     domains = [read[0][2]["final"]["per_env"][b]["domain"] for b in benchmarks]
     manifests = [(c["config"]["seed"], folder / MANIFEST) for folder, c, _, _ in read]
-    version = min(schema_version, SCHEMA_VERSION) if all(path.is_file() for _, path in manifests) else 2
+    version = min(schema_version, SCHEMA_VERSION) if all(exists(path) for _, path in manifests) else 2
 
     seed_level = version >= SEED_LEVEL_SCHEMA
     # a seed-level entry keeps each benchmark's per-seed scores in the order of its (sorted) seeds

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..files import exists
 from ..harness.rundir import finite_json, manifest_problems, read_json
 from .submission import SubmissionError, make_submission
 
@@ -48,12 +49,12 @@ def verify_entry(submission: dict[str, Any], runs_root: str | Path) -> list[str]
     """None when the entry's runs are not under ``runs_root`` (unverified); else every way the entry
     contradicts them (empty: verified)."""
     folders = entry_runs(submission, runs_root)
-    if not all((f / "eval.json").is_file() for f in folders):
+    if not all(exists(f / "eval.json") for f in folders):
         return None
     problems = []
     for record in submission.get("runs", []):
         folder = Path(runs_root) / submission["name"] / f"seed{record['seed']}"
-        on_disk = read_json(folder / "manifest.json") if (folder / "manifest.json").is_file() else None
+        on_disk = read_json(folder / "manifest.json") if exists(folder / "manifest.json") else None
         if on_disk != record["manifest"]:
             problems.append(f"seed {record['seed']}: its run's manifest is not the one the entry records")
         problems += manifest_problems(folder, weights_kept=False)  # a board keeps its runs' records, not their weights

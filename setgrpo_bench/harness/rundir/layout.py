@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...files import FileError, read_json
+from ...files import FileError, exists, read_json
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -41,12 +41,12 @@ def holds_run(root: Path) -> bool:
     """Whether ``root`` holds a run this package wrote: a ``config.json`` with the run's config (or a
     damaged one beside the run's metrics or checkpoints). A model folder's ``config.json`` is not one."""
     path = root / CONFIG
-    if not path.is_file():
+    if not exists(path):
         return False
     try:
         saved = read_json(path)
     except FileError:
-        return (root / METRICS).is_file() or (root / CHECKPOINTS).is_dir()
+        return exists(root / METRICS) or (root / CHECKPOINTS).is_dir()
     return isinstance(saved, dict) and isinstance(saved.get("config"), dict) and "package_version" in saved
 
 

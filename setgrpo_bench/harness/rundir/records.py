@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...files import FileError, read_json, sha256_file, write_text
+from ...files import (
+    FileError,
+    exists,
+    read_bytes,
+    read_json,
+    sha256_file,
+    write_compressed,
+    write_text,
+)
 from .layout import (
     CHECKPOINTS,
     CHECKSUMS,
@@ -36,9 +44,9 @@ class MetricsFile:
 def read_metrics(path: Path) -> MetricsFile:
     """Every line of a metrics file: intact records kept, damaged lines reported (never dropped)."""
     out = MetricsFile()
-    if not path.is_file():
+    if not exists(path):
         return out
-    raw = path.read_bytes()
+    raw = read_bytes(path)
     lines = raw.decode("utf-8", errors="replace").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -59,7 +67,7 @@ def read_metrics(path: Path) -> MetricsFile:
 def step_timings(root: Path) -> list[dict[str, Any]]:
     """A run's measured per-step fields: from ``timings.jsonl``, or from ``metrics.jsonl`` for runs made
     before they moved out of it."""
-    if (root / STEP_TIMINGS).is_file():
+    if exists(root / STEP_TIMINGS):
         return read_metrics(root / STEP_TIMINGS).records
     return [{k: v for k, v in r.items() if k == "step" or is_measured(k)} for r in read_metrics(root / METRICS).records]
 
@@ -94,24 +102,28 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(parts)
 
 
-def copy_records(run: Path, destination: Path, names: tuple[str, ...] = RECORDS) -> None:
-    """Copy a run's record files (``names``, byte for byte, each atomically) into ``destination``."""
+def copy_records(run: Path, destination: Path, names: tuple[str, ...] = RECORDS, *, compress: bool = False) -> None:
+    """Copy a run's record files (``names``, byte for byte, each atomically) into ``destination``;
+    ``compress`` keeps each as ``<name>.gz`` (a board's copy: every reader here reads either)."""
     destination.mkdir(parents=True, exist_ok=True)
     for name in names:
-        if (run / name).is_file() and (run / name).resolve() != (destination / name).resolve():
-            with open(run / name, encoding="utf-8", newline="") as handle:
-                write_text(destination / name, handle.read())
+        if not exists(run / name) or (run / name).resolve() == (destination / name).resolve():
+            continue
+        if compress:
+            write_compressed(destination / name, read_bytes(run / name))
+        else:
+            write_text(destination / name, read_bytes(run / name).decode("utf-8"))
 
 
 def _differing(root: Path, digests: dict[str, str]) -> list[str]:
     """The names among ``digests`` whose file under ``root`` is missing or has another SHA-256."""
-    return [name for name, digest in digests.items() if not (root / name).is_file() or sha256_file(root / name) != digest]
+    return [name for name, digest in digests.items() if not exists(root / name) or sha256_file(root / name) != digest]
 
 
 def checksum_problems(folder: Path) -> list[str]:
     """Files of a checkpoint whose content no longer matches the checksums written with it."""
     listed = folder / CHECKSUMS
-    if not listed.is_file():
+    if not exists(listed):
         return [f"{listed} is missing"]
     return [f"{folder / name} does not match its checksum" for name in _differing(folder, read_json(listed))]
 
@@ -120,12 +132,12 @@ def manifest_problems(root: Path, *, weights_kept: bool = True) -> list[str]:
     """Files of a finished run that differ from its manifest (empty when all match). With
     ``weights_kept`` False (a board's copy of the run) the weights may be absent; present, they must match."""
     path = root / MANIFEST
-    if not path.is_file():
+    if not exists(path):
         return [f"{path} is missing (the run did not finish under this version, or the file was removed)"]
     try:
         files = read_json(path)["files"]
     except (FileError, KeyError, TypeError):
         return [f"{path} is damaged"]
     if not weights_kept:  # a board keeps its runs' records without their weights (megabytes per run)
-        files = {n: d for n, d in files.items() if not n.startswith(f"{CHECKPOINTS}/") or (root / n).is_file()}
+        files = {n: d for n, d in files.items() if not n.startswith(f"{CHECKPOINTS}/") or exists(root / n)}
     return [f"{root / name} differs from the run's manifest (edited after the run?)" for name in _differing(root, files)]
