@@ -121,6 +121,32 @@ def test_ranks_and_quantile_by_hand():
         sm.conformal_rank(10, 1.5)
 
 
+def test_levels_are_open_intervals_and_errors_name_the_setting():
+    for level in (0.0, 1.0):
+        with pytest.raises(ConfigError, match=f"alpha_a={level!r} is not allowed"):
+            sm.conformal_rank(10, level)
+    with pytest.raises(ConfigError, match="alpha_a=1.0 is not allowed"):
+        sm.pac_rank(10, 1.0, 0.1)
+    with pytest.raises(ConfigError, match="delta_a=0.0 is not allowed"):
+        sm.pac_rank(10, 0.1, 0.0)
+
+
+def test_the_pac_rank_and_the_quantile_at_their_edges():
+    assert sm.pac_rank(1, 0.9, 0.2) == 1  # BinomCDF(0; 1, 0.1) = 0.9 ≥ 0.8: the smallest score already covers
+    assert sm.pac_rank(1, 0.5, 0.5) == 1  # BinomCDF(0; 1, 0.5) = 0.5 ≥ 1 − δ_a exactly: the inequality is ≥
+    assert sm.pac_rank(3, 0.01, 0.01) == 4  # no k ≤ n suffices: n + 1 (q = ∞)
+    scores = np.arange(1.0, 20.0)
+    assert sm.conformal_rank(19, 0.05) == 19 and sm.conformal_quantile(scores, 0.05) == 19.0  # k = n: the largest
+
+
+def test_the_zero_sum_tolerance_scales_with_the_vectors_size():
+    """Σa = 0 within 1e-9 · max(1, ‖a‖₁): relative for large vectors, absolute for small ones."""
+    big = np.array([5.0, -5.0 + 5e-10])  # ‖a‖₁ = 10, Σa = 5e-10 ≤ 1e-8
+    assert sm.in_set(big, big, np.zeros(2))
+    small = np.array([0.3, -0.3 + 1.5e-9])  # ‖a‖₁ < 1, Σa = 1.5e-9 > 1e-9
+    assert not sm.in_set(small, small, np.zeros(2))
+
+
 def _gaussian_groups(rng, reps, n, G=8):
     truth = rng.normal(size=(reps, n, G))
     observed = truth + rng.normal(scale=0.5, size=truth.shape)
@@ -299,6 +325,9 @@ def test_response_scales_by_hand():
     expected = np.array([0.05, 0.01, 0.1]) / (std + 1e-4)
     assert np.allclose(sm.response_scales(rewards, spreads, std_floor=0.05, spread_floor=0.01), expected)
     assert np.allclose(sm.response_scales(np.array([0.5, 0.51]), np.array([0.05, 0.05])), 0.05 / (0.05 + 1e-4))
+    pair = np.array([0.2, 0.8])  # two responses: their unbiased std, above the floor
+    assert np.allclose(sm.response_scales(pair, np.array([0.1, 0.1])), 0.1 / (np.std(pair, ddof=1) + 1e-4))
+    assert np.allclose(sm.response_scales(np.array([0.7]), np.array([0.1])), 0.1 / (0.05 + 1e-4))  # one: the floor
 
 
 def test_a_reversal_is_a_strictly_opposed_update():
