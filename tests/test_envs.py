@@ -181,14 +181,13 @@ def test_envs_cli_list_show_validate(capsys, tmp_path):
     assert "Did you mean 'MedicationGuide'" in capsys.readouterr().out
 
 
-def test_the_readme_gymnasium_example_runs():
-    """The README's first Python example (reset → step → grade_group) runs as written."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Environments"):]
-    code = section[section.index("```python\n") + len("```python\n"):]
+def test_the_docs_gymnasium_example_runs():
+    """The environments page's first Python example (reset → step → grade_group) runs as written."""
+    page = (Path(__file__).parents[1] / "docs" / "environments.md").read_text(encoding="utf-8")
+    code = page[page.index("```python\n") + len("```python\n"):]
     code = code[: code.index("```")]
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/environments.md", "exec"), namespace)
     assert namespace["terminated"] and len(namespace["grades"]) == 2
 
 

@@ -19,6 +19,7 @@ from setgrpo_bench.harness.pooled import (
     pool,
     pool_seeds,
     summarise_diagnostics,
+    summarise_updates,
 )
 from setgrpo_bench.tasks import CATEGORIES, Criterion, TaskInstance
 from setgrpo_bench.tasks.checks import build_check
@@ -131,6 +132,19 @@ def test_a_runs_rates_pool_the_counts_of_every_step_and_means_skip_non_finite_st
     out = summarise_diagnostics(steps)
     assert out["coverage_ref"] == 2 / 10  # the mean of the steps' rates would be (0.25 + 1 + 0) / 3
     assert out["q"] == 3.0 and out["tau"] == pytest.approx(0.3) and out["uncertifiable"] == pytest.approx(0.2)
+
+
+def test_what_the_optimiser_did_by_hand():
+    """The share of steps that stepped, the mean ‖Δθ‖ and groups trained on over those steps only."""
+    steps = [{"stepped": 1.0, "param_step": 0.2, "groups_executed": 4},
+             {"stepped": 0.0, "param_step": 0.0, "groups_executed": 0},
+             {"stepped": 1.0, "param_step": 0.6, "groups_executed": 2},
+             {"stepped": 1.0, "param_step": 0.4, "groups_executed": 3}]
+    out = summarise_updates(steps)
+    assert out == pytest.approx({"executed_steps": 0.75, "param_step": 0.4, "groups_per_executed_step": 3.0})
+    assert summarise_updates([{"stepped": 0.0, "param_step": 0.0, "groups_executed": 0}]) == {
+        "executed_steps": 0.0, "param_step": 0.0, "groups_per_executed_step": 0.0}
+    assert summarise_updates([{"reward": 0.5}]) == {}  # runs that did not log the optimiser's steps
 
 
 def test_seeds_pool_every_seeds_counts():

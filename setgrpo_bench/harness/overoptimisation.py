@@ -51,7 +51,9 @@ def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) ->
     }
 
 
-def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20) -> None:
+def plot_overoptimisation(  # pragma: no mutate block (a figure is looked at, not tested)
+    judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20,
+) -> None:
     """Judge and true score per step (mean over seeds, a band of ±1 SE), the block means on top."""
     import matplotlib
     from matplotlib.figure import Figure
