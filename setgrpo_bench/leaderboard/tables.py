@@ -81,7 +81,7 @@ COLUMNS = {
     "wall time (s)": "seconds of training per run (sum of step times), mean over seeds",
     "runs": "whether the entry was rebuilt from its runs in runs/<entry name>/seed<k>/ by today's code",
 }
-"""What each board column means (the page and the README carry it)."""
+"""What each board column means (both pages carry it)."""
 
 
 INDEPENDENT_SE = ("held-out true rubric score, unweighted mean over benchmarks; SE across seeds √(Σ se_k²)/K (schema ≤ 4 "

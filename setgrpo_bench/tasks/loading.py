@@ -83,7 +83,7 @@ def validate_benchmark(path: str | Path, *, samples: int = 3) -> list[SpecError]
 DISTINCT_SHARE = 0.95
 """A split warns when fewer than this share of its instances have distinct prompts. (The built-in
 benchmarks repeat 0–4% of their prompts by chance, which changes a standard error by under 2%; the
-README's Kitchen example repeats 70%.)"""
+docs' Kitchen example (docs/environments.md) repeats 70%.)"""
 
 
 def benchmark_warnings(path: str | Path) -> list[str]:
