@@ -6,6 +6,7 @@ shared GRPO objective does the rest. A step talks to an agent in three calls:
     needs = agent.needs(groups, rng)              which groups need a Gram matrix K, which are audited
     decision = agent.decide(groups, grams, audits) pure: coefficients and accept mask
     agent.update(groups, grams, audits)            what the agent learns from the step (its window)
+    agent.after_step(decision)                     what it keeps of its decision (a stopping rule)
 
 The harness computes the Gram matrices and the reference audits in between, so an agent never
 touches a model or a grader. ``Groups`` holds only test-time information (observed judge scores and
@@ -101,6 +102,8 @@ class Agent(ABC):
     """Base class. Stateful agents (SetGRPO's calibration window) save and restore their state."""
 
     warmup_groups: int = 0  # groups of the initial policy to audit before the first update
+    stopped: bool = False
+    """True once the agent has ended training (a stopping rule, ``agents.stopping``): the run ends."""
     grams_cover_accepted: bool = False
     """True when every response the agent may accept is one it asked a Gram matrix for: the harness
     may then form the update from the geometry's per-response gradients (one backward pass, not two)."""
@@ -116,6 +119,9 @@ class Agent(ABC):
 
     def update(self, groups: Groups, grams: Grams, audits: Audits) -> None:
         """Learn from a step's audits, after its decision (or from the warm-up batch)."""
+
+    def after_step(self, decision: Decision) -> None:
+        """What the agent keeps of its own decision once the step is taken (a stopping rule's count)."""
 
     def state_dict(self) -> dict[str, Any]:
         """What a resumed run needs to decide as this agent would have, as plain data (dicts, lists,

@@ -1,4 +1,5 @@
-"""The agent of a config: a coefficient rule, SetGRPO around the GRPO rule, or a plugin's agent class."""
+"""The agent of a config: a coefficient rule, SetGRPO around the GRPO rule, or a plugin's agent class,
+wrapped in a stopping rule when the config has one."""
 
 from __future__ import annotations
 
@@ -6,9 +7,16 @@ from .base import Agent, RuleAgent
 from .config import TrainConfig
 from .plugins import agent_class
 from .setgrpo import SetGRPOAgent
+from .stopping import StoppingAgent
 
 
 def build_agent(config: TrainConfig) -> Agent:
+    """The config's agent, inside its stopping rule when it has one."""
+    agent = _agent(config)
+    return agent if config.stopping.stop == "none" else StoppingAgent(agent, config.stopping)
+
+
+def _agent(config: TrainConfig) -> Agent:
     c = config.coefficients
     if c.selector == "setgrpo":
         return SetGRPOAgent(config.setgrpo, std_floor=c.std_floor)

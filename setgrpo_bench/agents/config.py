@@ -24,6 +24,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, UnknownNameError
+from ..tasks.benchmark import EVAL_PARTS
 from .coefficients import coefficient_rules
 from .fields import (
     STRICT,
@@ -41,6 +42,8 @@ from .plugins import selectors
 from .protocol import load_protocol
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+REWARD_SOURCES = ("judge", "reference")
+STOP_RULES = ("none", "audit_gap", "idle")
 NORMALISERS = ("accepted", "batch")
 EXECUTE = ("recovered", "original")
 ENGINES = ("transformers", "generate", "vllm")
@@ -48,6 +51,11 @@ DEPLOYMENT_FIELDS = ("device", "engine", "vllm_gpu_memory", "checkpoint_every", 
                      "update_batch", "report_to")
 """Where and how a run executes, not what it computes: left out of the experiment's identity, so a
 run may resume on another device and seeds run on CPU and GPU publish together."""
+
+
+ADDED_LATER = {"eval_every": 0}
+"""Settings added after runs were archived → the value under which such a run was made (runs recorded
+before the held-out curve made none)."""
 
 
 @dataclass(config=STRICT)
@@ -60,7 +68,14 @@ class RunSettings:
     steps: int = field_of(32, "training steps (one batch of groups each)", ge=0)
     groups_per_step: int = field_of(16, "prompts per step (B)", ge=1)
     group_size: int = field_of(8, "responses per prompt (G >= 2)", ge=2, fix="GRPO needs at least 2 responses per prompt.")
-    eval_instances: int = field_of(64, "eval-split instances per env (0: the whole split)", ge=0)
+    eval_instances: int = field_of(64, "instances per env of the evaluated part of the eval split (0: all of it)", ge=0)
+    eval_split: Annotated[str, AfterValidator(one_of("eval split", EVAL_PARTS))] = field_of(
+        "dev", "the part of each eval split the final evaluation uses: 'dev' (its first 64 instances, on which presets "
+               "and defaults may be chosen) or 'test' (the rest, kept for a board's final numbers)")
+    eval_every: int = field_of(20, "steps between held-out evaluations of the training policy on the dev split (its "
+                                   "curve, stored with the run; 0: none)", ge=0)
+    curve_instances: int = field_of(16, "dev instances per env at each point of the held-out curve (16: about 5% of a "
+                                        "board run's time)", ge=1)
     checkpoint_every: int = field_of(1, "steps between checkpoints (resume restarts from the last one)", ge=1)
     protocol: str = field_of("", "board protocol (protocols/<name>.yaml) whose budget the run follows, as name@version")
     report_to: Annotated[str, AfterValidator(known_reporters)] = field_of(
@@ -107,6 +122,11 @@ class GradingSettings:
     judge_profile: str = field_of("judge-default", "judge question template and sampling (graders/judge-*.yaml)")
     judge_repeats: float = field_of(1.0, "judge calls per response, averaged (GRPO-Kavg; fractional: met over the run)", ge=1)
     oracle: bool = field_of(False, "train on the true score (an upper bound, flagged on every report)")
+    rewards_from: Annotated[str, AfterValidator(one_of("reward source", REWARD_SOURCES))] = field_of(
+        "judge", "who grades the training groups: the training 'judge', or the 'reference' (the auditor, at its cost per "
+                 "call: the teacher instead of the auditor)")
+    reference_groups: int = field_of(0, "with rewards_from 'reference': groups sampled and graded per step (0: "
+                                        "groups_per_step; fewer buy the reference at another agent's judge cost)", ge=0)
 
     def __post_init__(self) -> None:
         if self.judge and self.judge_url:
@@ -188,9 +208,22 @@ class SetGRPOSettings:
                              fix="σ must be positive.")
 
 
+@dataclass(config=STRICT)
+class StopSettings:
+    """When training ends before its last step, from what the agent sees (never the true score)."""
+
+    stop: Annotated[str, AfterValidator(one_of("stopping rule", STOP_RULES))] = field_of(
+        "none", "stop training early: 'audit_gap' (reference audits: the running mean of judge − audit rises "
+                "stop_margin above its running minimum) or 'idle' (the agent trained on nothing for stop_idle steps)")
+    stop_audits: int = field_of(4, "audit_gap: groups a step graded by the reference", ge=1)
+    stop_window: int = field_of(10, "audit_gap: steps in the running mean of judge − audit", ge=1)
+    stop_margin: float = field_of(0.10, "audit_gap: rise of that mean over its running minimum that stops training", gt=0)
+    stop_idle: int = field_of(10, "idle: consecutive steps with no group trained on that stop training", ge=1)
+
+
 GROUPS: dict[str, type] = {
     "run": RunSettings, "rollout": RolloutSettings, "grading": GradingSettings, "objective": ObjectiveSettings,
-    "coefficients": CoefficientSettings, "setgrpo": SetGRPOSettings,
+    "coefficients": CoefficientSettings, "setgrpo": SetGRPOSettings, "stopping": StopSettings,
 }
 FIELDS: dict[str, FieldInfo] = {name: f for group in GROUPS.values() for name, f in group.__pydantic_fields__.items()}
 """Every setting by its flat name (the CLI flag and preset key): ``.default``, ``.description`` (its help)."""
@@ -212,6 +245,7 @@ class TrainConfig:
     objective: ObjectiveSettings = field(default_factory=ObjectiveSettings)
     coefficients: CoefficientSettings = field(default_factory=CoefficientSettings)
     setgrpo: SetGRPOSettings = field(default_factory=SetGRPOSettings)
+    stopping: StopSettings = field(default_factory=StopSettings)
 
     def __post_init__(self) -> None:
         if self.run.protocol:  # the one place a protocol's budget is enforced
@@ -225,6 +259,9 @@ class TrainConfig:
                                   "SetGRPO's â are GRPO coefficients.")
             if self.setgrpo.warmup_groups == 0 and self.setgrpo.audit_fraction == 0:
                 raise ConfigError("audit_fraction", 0, "> 0 or warmup_groups > 0", "SetGRPO needs calibration groups.")
+        if self.grading.rewards_from == "reference" and (self.grading.oracle or self.coefficients.selector == "setgrpo"):
+            raise ConfigError("rewards_from", "reference", "'judge' with oracle or selector 'setgrpo'",
+                              "The oracle trains on true scores, SetGRPO audits the judge with the reference.")
         flat = self.to_dict()
         for name, needs in self.unused_knobs().items():
             default = FIELDS[name].default
@@ -239,6 +276,8 @@ class TrainConfig:
         s = self.setgrpo
         if self.coefficients.selector != "setgrpo":
             out.update(dict.fromkeys(SetGRPOSettings.__pydantic_fields__, "selector 'setgrpo'"))
+            if self.uses_reference:
+                del out["reference"]
         else:
             out.update({"fixed_q": "calibrate false"} if s.calibrate else {"delta_a": "calibrate true"})
             if not s.gate:
@@ -255,7 +294,19 @@ class TrainConfig:
             out["judge_profile"] = "judge or judge_url"
         if not self.objective.clip:
             out.update(dict.fromkeys(("epsilon_low", "epsilon_high"), "clip true"))
+        if self.stopping.stop != "audit_gap":
+            out.update(dict.fromkeys(("stop_audits", "stop_window", "stop_margin"), "stop 'audit_gap'"))
+        if self.stopping.stop != "idle":
+            out["stop_idle"] = "stop 'idle'"
+        if self.grading.rewards_from != "reference":
+            out["reference_groups"] = "rewards_from 'reference'"
         return out
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the run calls the reference grader (SetGRPO's audits, an audit stop, reference rewards)."""
+        return (self.coefficients.selector == "setgrpo" or self.stopping.stop == "audit_gap"
+                or self.grading.rewards_from == "reference")
 
     @classmethod
     def from_flat(cls, values: Mapping[str, Any]) -> TrainConfig:
@@ -267,6 +318,12 @@ class TrainConfig:
         for name, value in values.items():
             parts[GROUP_OF[name]][name] = value
         return cls(**{name: build_settings(GROUPS[name], part) for name, part in parts.items()})
+
+    @classmethod
+    def from_record(cls, values: Mapping[str, Any]) -> TrainConfig:
+        """The config of a recorded run (``config.json``): a setting added after it was recorded takes
+        the value that reproduces it (``ADDED_LATER``), not today's default."""
+        return cls.from_flat({**ADDED_LATER, **values})
 
     def to_dict(self) -> dict[str, Any]:
         """The flat mapping of every setting (what ``config.json`` and submissions record)."""

@@ -10,6 +10,7 @@ import torch
 
 from ..envs.rubric_env import RubricEnv
 from ..policy.engine import RolloutEngine
+from ..tasks.benchmark import eval_indices
 from .averages import aggregate
 from .seeds import generator, name_key, torch_seed
 
@@ -26,20 +27,23 @@ def evaluate(
     *,
     instances: int,
     seed: int,
+    split: str = "dev",
+    stream: str = "eval",
     batch: int = 256,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """One sampled response per eval instance of each env, graded by the env's judge; the true
-    score is the noise-free rubric score. Prompts of all envs are sampled together in batches of
-    ``batch`` (``on_progress(done, total)`` after each); runs on the eval streams of run ``seed``,
-    leaving the caller's torch and numpy random states untouched.
+    """One sampled response per instance of each env's ``split`` of the eval split (``dev`` or ``test``,
+    its first ``instances``; 0: all), graded by the env's judge; the true score is the noise-free rubric
+    score. Prompts of all envs are sampled together in batches of ``batch`` (``on_progress(done,
+    total)`` after each); runs on the ``stream`` random streams of run ``seed`` (``eval``; ``curve`` for
+    the held-out curve), leaving the caller's torch and numpy random states untouched.
     """
-    tasks = {env.benchmark.name: [env.benchmark.instance("eval", i) for i in range(
-        env.benchmark.size("eval") if instances == 0 else min(instances, env.benchmark.size("eval")))] for env in envs}
+    tasks = {env.benchmark.name: [env.benchmark.instance("eval", i) for i in eval_indices(env.benchmark, split, instances)]
+             for env in envs}
     prompts = [t.prompt_text for env_tasks in tasks.values() for t in env_tasks]
     texts: list[str] = []
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(torch_seed(seed, "eval_sampling"))
+        torch.manual_seed(torch_seed(seed, f"{stream}_sampling"))
         for start in range(0, len(prompts), batch):
             texts += engine.generate(prompts[start : start + batch]).texts
             if on_progress is not None:
@@ -49,7 +53,7 @@ def evaluate(
         bench = env.benchmark
         env_tasks, env_texts = tasks[bench.name], texts[: len(tasks[bench.name])]
         texts = texts[len(env_tasks):]
-        rng = generator(seed, "eval_grading", name_key(bench.name))
+        rng = generator(seed, f"{stream}_grading", name_key(bench.name))
         grades = [env.grader.grade(t, r, rng) for t, r in zip(env_tasks, env_texts)]
         true = np.array([g.true_score for g in grades])
         judge = np.array([g.score for g in grades])

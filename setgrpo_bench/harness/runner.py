@@ -115,7 +115,7 @@ def _run(config: TrainConfig, rundir: RunDir, *, resume: bool, overwrite: bool, 
     metrics = rundir.read_metrics()
     problems = metrics_problems(metrics, config.run.steps)
     if problems:  # the steps were written by this process: only outside damage gets here
-        raise RunDirError(f"{rundir.root / METRICS} does not record steps 1–{config.run.steps}: " + "; ".join(problems))
+        raise RunDirError(f"{rundir.root / METRICS} does not record its steps: " + "; ".join(problems))
     result = _result(config, initial, final, metrics.records)
     write_json(rundir.root / EVAL, result)
     write_json(rundir.root / TIMINGS, {  # measured, not computed: kept out of eval.json
@@ -152,7 +152,16 @@ def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
         "grader_cost": sum(r.get("grader_cost", r["grader_calls"]) for r in records),
         "diagnostics": summarise_diagnostics(records),
         "updates": summarise_updates(records),
+        **({"stopped_at_step": next((r["step"] for r in records if r.get("stopped")), None)}
+           if config.stopping.stop != "none" else {}),
+        **({"curve": held_out_curve(initial, records)} if config.run.eval_every else {}),
     }
+
+
+def held_out_curve(initial: dict[str, Any], records: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """The held-out (dev) curve of a run: step, true and judge score at step 0 and every curve point."""
+    points = [(0, initial["curve"])] + [(r["step"], r) for r in records if "dev_true_score" in r]
+    return [{"step": step, "true_score": p["dev_true_score"], "judge_score": p["dev_judge_score"]} for step, p in points]
 
 
 def _report(config: TrainConfig, rundir: RunDir, envs: list, records: list[dict[str, Any]], result: dict[str, Any],
@@ -209,7 +218,7 @@ def _evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, title: s
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("eval", total=None)
-        return evaluate(engine, envs, instances=config.run.eval_instances, seed=config.run.seed,
+        return evaluate(engine, envs, instances=config.run.eval_instances, seed=config.run.seed, split=config.run.eval_split,
                         on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
 
 
@@ -226,9 +235,11 @@ def _initial_evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, 
     for every agent, under a key of all of these. A cached file is used only when its content still has
     the hash written with it; ``reuse`` False (an audit) always computes it."""
     r = config.rollout
-    key = stable_hash({"policy": policy_hash, "suite": suite_fingerprint(config), "seed": config.run.seed,
+    run = config.run
+    key = stable_hash({"policy": policy_hash, "suite": suite_fingerprint(config), "seed": run.seed,
                        "sampling": [r.engine, r.temperature, r.top_p, r.max_new_tokens], "version": __version__,
-                       "code": code_fingerprint(), "threads": torch.get_num_threads()})
+                       "code": code_fingerprint(), "threads": torch.get_num_threads(),
+                       "eval": [run.eval_split, run.eval_instances, run.curve_instances if run.eval_every else 0]})
     path = cache_root() / "evaluations" / f"{key[:24]}.json"
     if reuse and path.is_file():
         try:
@@ -241,6 +252,8 @@ def _initial_evaluation(config: TrainConfig, engine: RolloutEngine, envs: list, 
         console.print(f"[yellow]note:[/] {path} is not the evaluation its key names (edited or damaged); computing it "
                       "again", highlight=False, soft_wrap=True)
     initial = _evaluation(config, engine, envs, "evaluating the initial policy", console)
+    if run.eval_every:
+        initial["curve"] = curve_point(config, engine, envs)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {"key": key, "sha256": stable_hash(finite_json(initial)), "evaluation": initial})
     return initial
@@ -254,6 +267,8 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
         warmup = trainer.warm_up() if not trainer.warmed_up and start < config.run.steps else None
         reporters = Reporters(config.run.report_to, rundir.root, name=rundir.root.name, config=config.to_dict())
         for step in range(start + 1, config.run.steps + 1):
+            if trainer.agent.stopped:  # a resumed run whose stopping rule had fired
+                break
             t0 = time.perf_counter()
             try:
                 metrics = trainer.step()
@@ -264,16 +279,37 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
             metrics = {"step": step, **metrics, "time_step": time.perf_counter() - t0}
             if warmup is not None:
                 metrics, warmup = charge_warmup(metrics, warmup), None
+            if _curve_due(config, step, metrics["stopped"]):
+                t0 = time.perf_counter()
+                metrics.update(curve_point(config, trainer.engine, trainer.envs), time_curve=time.perf_counter() - t0)
             rundir.append_metrics({k: v for k, v in metrics.items() if not is_measured(k)})
             rundir.append_timings({k: v for k, v in metrics.items() if k == "step" or is_measured(k)})
             reporters.log(step, metrics)
-            if step % config.run.checkpoint_every == 0 or step == config.run.steps:
+            if step % config.run.checkpoint_every == 0 or step == config.run.steps or metrics["stopped"]:
                 save_checkpoint(rundir, trainer, step)
             live = f"reward {metrics['reward']:.3f}  true {metrics['true_score']:.3f}"
             progress.update(bar, completed=step, live=live)
             if on_step is not None:
                 on_step(step, metrics)
+            if metrics["stopped"]:
+                progress.console.print(f"stopped at step {step} by its stopping rule ({config.stopping.stop}); the "
+                                       "policy of this step is the one evaluated", highlight=False, soft_wrap=True)
+                break
         reporters.close()
+
+
+def _curve_due(config: TrainConfig, step: int, stopped: bool) -> bool:
+    """A held-out curve point every ``eval_every`` steps, at the last step and at a stop."""
+    every = config.run.eval_every
+    return bool(every) and (step % every == 0 or step == config.run.steps or stopped)
+
+
+def curve_point(config: TrainConfig, engine: RolloutEngine, envs: list) -> dict[str, float]:
+    """The training policy's macro true and judge scores on the first ``curve_instances`` dev instances
+    of each benchmark (the ``curve`` random streams: every point samples the same way)."""
+    result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
+                      stream="curve")
+    return {"dev_true_score": result["macro_true_score"], "dev_judge_score": result["macro_judge_score"]}
 
 
 def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:

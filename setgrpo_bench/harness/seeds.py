@@ -13,7 +13,8 @@ import hashlib
 
 import numpy as np
 
-STREAMS = ("sampling", "tasks", "audits", "grading", "eval_sampling", "eval_grading", "judges")
+STREAMS = ("sampling", "tasks", "audits", "grading", "eval_sampling", "eval_grading", "judges", "curve_sampling",
+           "curve_grading")
 """Append only: a stream's index is part of its seed."""
 
 

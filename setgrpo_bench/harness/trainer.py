@@ -9,6 +9,8 @@
     decision  = agent.decide(groups, grams, audits) coefficients and accept mask (pure)
     update(decision)                                the optimiser step (``harness.update``)
     agent.update(groups, grams, audits)             the calibration window changes only now
+    agent.after_step(decision)                      a stopping rule counts the step; once it has
+                                                    fired the run ends (``agent.stopped``)
 
 The trainer composes the parts — ``Collector`` (rollouts and grades), ``Auditor`` (reference grades),
 ``GradientGeometry`` (K), ``PolicyUpdate`` (optimiser and update paths) — and saves and restores all
@@ -73,14 +75,14 @@ class Trainer:
         audited = self.auditor.audit(warm.groups, needs)
         self.agent.update(warm.groups, self.geometry_of(warm.groups, needs).grams, audited.grades)
         return {"grader_calls": warm.judge_calls + audited.calls, "audit_calls": audited.calls,
-                "grader_cost": warm.judge_calls + audited.cost, "time_warmup": time.perf_counter() - t0}
+                "grader_cost": warm.judge_cost + audited.cost, "time_warmup": time.perf_counter() - t0}
 
     def step(self) -> dict[str, Any]:
         """One training step (after ``warm_up``); returns its metrics."""
         if not self.warmed_up:
             raise RuntimeError("Trainer.step before Trainer.warm_up: the agent's window would start empty")
         t1 = time.perf_counter()
-        batch = self.collector.collect(self.config.run.groups_per_step)
+        batch = self.collector.collect(self.collector.groups_per_step)
         t2 = time.perf_counter()
         needs = self.agent.needs(batch.groups, self.auditor.rng)
         geometry = self.geometry_of(batch.groups, needs, keep_gradients=self.update_from_gradients)
@@ -90,13 +92,15 @@ class Trainer:
         optimised = self.update(batch.groups.rollout, decision, geometry)
         t4 = time.perf_counter()
         self.agent.update(batch.groups, geometry.grams, audited.grades)
+        self.agent.after_step(decision)
         return {
             **self.step_metrics(batch, decision),
             **optimised,
             "groups_executed": int(decision.accepted.any(axis=1).sum()) if optimised["stepped"] else 0,
+            "stopped": self.agent.stopped,
             "grader_calls": batch.judge_calls + audited.calls,
             "audit_calls": audited.calls,
-            "grader_cost": batch.judge_calls + audited.cost,  # a reference call costs its profile's ``cost``
+            "grader_cost": batch.judge_cost + audited.cost,  # a reference call costs its profile's ``cost``
             "time_warmup": 0.0,  # the warm-up's time is charged to step 1 (``charge_warmup``)
             "time_rollout_grade": t2 - t1,
             "time_coefficients": t3 - t2,

@@ -134,7 +134,7 @@ def _config(recorded: Path) -> TrainConfig:
     if not values.get("threads"):
         raise AuditError(f"{recorded}: the run recorded no thread count (threads 0, no {TIMINGS}); it cannot be "
                          "re-executed as it ran")
-    return TrainConfig.from_flat(values)
+    return TrainConfig.from_record(values)
 
 
 def _macro(path: Path) -> str:

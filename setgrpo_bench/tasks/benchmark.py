@@ -19,6 +19,30 @@ from .model import TaskInstance
 
 SPLITS = ("train", "calib", "eval")
 _SPLIT_BUCKETS = {"train": range(0, 12), "calib": range(12, 16), "eval": range(16, 20)}
+EVAL_PARTS = ("dev", "test")
+DEV_INSTANCES = 64
+"""The eval split's first 64 instances are ``dev``: presets, defaults and targets may be chosen on them.
+The rest are ``test``, used only for a board's final numbers (DESIGN §9)."""
+MIN_TEST_INSTANCES = 128
+
+
+def eval_indices(benchmark: Benchmark, part: str, instances: int = 0) -> range:
+    """Indices in the eval split of ``benchmark`` of its ``dev`` or ``test`` part, the first
+    ``instances`` of that part (0: all of it). A test part under 128 instances is refused: a board's
+    final numbers need at least that many per benchmark."""
+    size = benchmark.size("eval")
+    dev = min(DEV_INSTANCES, size)
+    if part == "dev":
+        start, stop = 0, dev
+    elif part == "test":
+        start, stop = dev, size
+        if stop - start < MIN_TEST_INSTANCES:
+            raise ConfigError("eval_split", "test", f"a benchmark with at least {DEV_INSTANCES + MIN_TEST_INSTANCES} eval "
+                              f"instances ({benchmark.name} has {size}: {stop - start} after its {dev} dev ones)",
+                              "Evaluate on 'dev', or give the benchmark more eval instances.")
+    else:
+        raise ConfigError("eval_split", part, f"one of {list(EVAL_PARTS)}")
+    return range(start, stop if instances == 0 else min(stop, start + instances))
 
 
 def split_of_prompt(benchmark: str, prompt: str) -> str:

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...agents.config import ADDED_LATER
 from ...files import (
     FileError,
     finite_json,
@@ -83,6 +84,7 @@ class RunDir:
             )
         if existing:
             saved = read_record(self.root / CONFIG)["config"]
+            saved = {**ADDED_LATER, **saved}
             changed = {k: (saved.get(k), v) for k, v in config.experiment().items() if saved.get(k) != v and k != "steps"}
             if changed:
                 raise RunDirError(f"cannot resume {self.root} with a different config: {changed} (saved, given)")

@@ -73,9 +73,13 @@ def step_timings(root: Path) -> list[dict[str, Any]]:
 
 
 def metrics_problems(metrics: MetricsFile, steps: int) -> list[str]:
-    """Why ``metrics`` do not record steps 1…``steps`` exactly once each (empty when they do)."""
+    """Why ``metrics`` do not record steps 1…``steps`` exactly once each, or up to the step a stopping
+    rule ended the run (empty when they do)."""
     problems = [f"line {n} is not a metrics record" for n in metrics.bad_lines]
     seen = metrics.steps()
+    stops = [r["step"] for r in metrics.records if r.get("stopped")]
+    if stops:
+        steps = min(stops)
     duplicated = sorted({s for s in seen if seen.count(s) > 1})
     missing = sorted(set(range(1, steps + 1)) - set(seen))
     if duplicated:
