@@ -117,6 +117,9 @@ def load_preset(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
             out[key] = coerce(key, value, source=str(path))
         except (ConfigError, UnknownNameError) as exc:
             raise SpecError(str(exc), file=str(path), line=line_of(lines, key), field=key) from None
+    if out.get("eval_split", "dev") != "dev":
+        raise SpecError("a preset is chosen on the dev split and cannot select another ('eval_split: test' belongs to "
+                        "a board's protocol)", file=str(path), line=line_of(lines, "eval_split"), field="eval_split")
     return out
 
 

@@ -30,7 +30,7 @@ class Protocol:
 
     name: str
     version: int
-    settings: dict[str, int]
+    settings: dict[str, Any]
     seeds: int  # seeds of the core agents under the main profiles
     noise: tuple[str, ...]
     main: str | tuple[str, ...] = "realistic"  # the profile(s) every preset runs under

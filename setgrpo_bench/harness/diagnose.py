@@ -221,6 +221,9 @@ def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], a
     variant's settings), write ``diagnose.json`` and ``diagnose.png``."""
     if n_groups < 12:
         raise ConfigError("groups", n_groups, "an integer >= 12", "Each of the three splits needs groups.")
+    if config.run.eval_split != "dev":
+        raise ConfigError("eval_split", config.run.eval_split, "'dev'", "diagnose chooses knobs, and knobs are chosen on "
+                          "the dev split only: the test split is kept for a board's final numbers.")
     console = console or Console()
     keep_freed_memory()
     out = Path(out)
