@@ -297,7 +297,8 @@ def test_shipped_live_board_is_complete_valid_and_up_to_date(tmp_path):
     built = (copy / "README.md").read_text(encoding="utf-8")
     assert "[v1](v1/README.md)" in built
     assert built == (SHIPPED / "README.md").read_text(encoding="utf-8")
-    assert missing_cells(frame, sorted(preset_paths()), load_protocol("board-v2")) == []
+    protocol = load_protocol("board-v2")
+    assert set(protocol.presets) <= set(preset_paths()) and missing_cells(frame, list(protocol.presets), protocol) == []
     assert "Not yet" not in built
     # a board that lacks cells names them after its protocol
     lacking = ["qae under learned: 2 of 3 seeds", "rgra under learned: 0 of 3 seeds"]
@@ -382,12 +383,12 @@ def test_pooled_rates_show_their_clopper_pearson_interval_and_old_ones_do_not():
     assert _rate(frame, "coverage_ref") == ["0.492 [0.47, 0.52]", "0.470", "—"]
 
 
-def test_versus_baseline_is_the_difference_to_grpo_in_standard_errors_of_the_difference():
+def test_versus_baseline_is_the_difference_to_grpo():
     from setgrpo_bench.leaderboard.verdicts import versus_baseline
 
     frame = pd.DataFrame({"agent": ["grpo_oracle", "setgrpo", "grpo"], "oracle": [True, False, False],
                           "macro": [0.61, 0.48, 0.52], "macro_se": [0.005, 0.008, 0.006]})
-    assert versus_baseline(frame) == ["+0.090 (+11.5 SE)", "-0.040 (-4.0 SE)", "—"]  # 0.04 / √(0.008² + 0.006²) = 4
+    assert versus_baseline(frame) == ["+0.090", "-0.040", "—"]
     assert versus_baseline(frame[frame["agent"] != "grpo"]) == ["—", "—"]  # no GRPO under this judge: nothing to compare
 
 
@@ -408,19 +409,6 @@ def test_a_bad_protocol_file_names_every_problem_at_its_line(tmp_path, monkeypat
     (tmp_path / "protocols" / "bad.yaml").write_text(text.replace("steps: 0", "steps: 3"))
     with pytest.raises(SpecError, match=r"bad.yaml:5: main: expected one of the board's profiles \['realistic'\]"):
         load_protocol("bad")
-
-
-def test_win_tie_loss_against_grpo_by_hand():
-    from setgrpo_bench.leaderboard.verdicts import win_tie_loss
-
-    frame = pd.DataFrame({"agent": ["grpo", "a", "b", "c", "grpo_oracle", "a"],
-                          "noise": ["realistic"] * 5 + ["clean"], "oracle": [False, False, False, False, True, False],
-                          "macro": [0.50, 0.53, 0.49, 0.40, 0.60, 0.6], "macro_se": [0.006, 0.008, 0.008, 0.01, 0.01, 0.01]})
-    table = win_tie_loss(frame).set_index("agent")
-    # a: +0.03 / √(0.006² + 0.008²) = +3.0 SE; b: −1.0 SE; c: −0.1 / 0.01166 = −8.6 SE; no grpo under clean
-    assert table.loc["a", "realistic"] == "win (+3.0)" and table.loc["b", "realistic"] == "tie (-1.0)"
-    assert table.loc["c", "realistic"] == "loss (-8.6)" and table.loc["a", "clean"] == "no grpo"
-    assert "grpo_oracle" not in table.index and "grpo" not in table.index
 
 
 def test_board_v2_completeness_comes_from_its_protocol_file():

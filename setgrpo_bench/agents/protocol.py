@@ -38,6 +38,7 @@ class Protocol:
     core: tuple[str, ...] = ()  # the agents run under every profile
     preset_seeds: int | None = None  # seeds of the non-core presets under the main profiles (default: seeds)
     once: tuple[str, ...] = ()  # agents run under the first main profile only (their policy ignores the judge)
+    presets: tuple[str, ...] = ()  # the presets a complete board holds (default: every preset of the catalog)
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -109,4 +110,4 @@ def _load(path: Path) -> Protocol:
     main = data["main"] if isinstance(data["main"], str) else tuple(data["main"])
     return Protocol(str(data.get("name", path.stem)), data["version"], dict(data["settings"]), data["seeds"],
                     tuple(data["noise"]), main, data["other_seeds"], tuple(data["core"]), data.get("preset_seeds"),
-                    tuple(data.get("once", ())), str(data.get("description", "")), path)
+                    tuple(data.get("once", ())), tuple(data.get("presets", ())), str(data.get("description", "")), path)

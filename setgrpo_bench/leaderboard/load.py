@@ -90,4 +90,4 @@ def still_to_run(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> list
         protocol = load_protocol(ids.pop())
     except SetgrpoBenchError:
         return []
-    return missing_cells(frame, sorted(preset_paths()), protocol)
+    return missing_cells(frame, list(protocol.presets) or sorted(preset_paths()), protocol)

@@ -13,14 +13,25 @@ from .figures import plots
 from .layout import FINDINGS
 from .tables import (
     APART,
-    _display,
     apart_frame,
     columns,
     entry_provenance,
+    judge_table,
     protocols_of,
     provenance,
 )
-from .verdicts import BASELINE, VERDICT_RULE, noise_order, win_tie_loss
+from .verdicts import (
+    BASELINE,
+    VERDICT_RULE,
+    checks_display,
+    noise_order,
+    verdict_display,
+    verdicts,
+)
+
+
+NO_VERDICTS = ("No verdicts against the baseline: they need each seed's macro score under the same judge as the "
+               "baseline's, which these entries do not hold (an archived board kept its seeds' means only).")
 
 
 def _markdown_table(shown: pd.DataFrame) -> list[str]:
@@ -45,12 +56,15 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         lines.append("No submissions yet.")
     else:
         profiles = sorted(set(frame["noise"]), key=noise_order)
-        verdicts = win_tie_loss(frame)
-        if not verdicts.empty:
+        table, checks = verdicts(frame)
+        if not table.empty:
             lines += [f"## Where each method wins, ties or loses against {BASELINE}", "", VERDICT_RULE, "",
-                      *_markdown_table(verdicts), ""]
+                      *_markdown_table(verdict_display(table)), "", "Equal seed variances under each judge:", "",
+                      *_markdown_table(checks_display(checks)), ""]
+        else:
+            lines += [NO_VERDICTS, ""]
         for profile in profiles:
-            lines += [f"## Judge profile `{profile}`", "", *_markdown_table(_display(frame[frame["noise"] == profile])), ""]
+            lines += [f"## Judge profile `{profile}`", "", *_markdown_table(judge_table(frame[frame["noise"] == profile])), ""]
         lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
                   "- the domain columns: the mean true score of the domain's benchmarks", ""]
         if protocols := protocols_of(submissions):
@@ -85,17 +99,21 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
         if note := provenance(submissions):
             body.append(f"<p><strong>{html.escape(note)}</strong></p>")
         figures = plots(frame, submissions)
-        figure = lambda key: f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{figures.pop(key)}"></figure>'  # noqa: E731
-        verdicts = win_tie_loss(frame)
-        if not verdicts.empty:
+        figure = lambda key: f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{figures.pop(key)}"></figure>'
+        table, checks = verdicts(frame)
+        if not table.empty:
             body.append(f"<h2>Where each method wins, ties or loses against {BASELINE}</h2><p>{html.escape(VERDICT_RULE)}</p>"
-                        + verdicts.to_html(index=False, escape=True, classes="board", border=0))
+                        + verdict_display(table).to_html(index=False, escape=True, classes="board", border=0)
+                        + "<p>Equal seed variances under each judge:</p>"
+                        + checks_display(checks).to_html(index=False, escape=True, classes="board", border=0))
+        else:
+            body.append(f"<p>{html.escape(NO_VERDICTS)}</p>")
         if "robustness" in figures:
             body.append(figure("robustness"))
         profiles = sorted(set(frame["noise"]), key=noise_order)
         for profile in profiles:
             body.append(f"<h2>Judge profile <code>{html.escape(profile)}</code></h2>")
-            body.append(_display(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
+            body.append(judge_table(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
         body += [figure(key) for key in list(figures)]
         body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                       for k, v in columns(submissions).items()) + "</dl>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import __version__
@@ -30,6 +31,13 @@ def _rate(frame: pd.DataFrame, column: str) -> list[str]:
             for r, lo, hi in zip(frame[column], frame[f"{column}_low"], frame[f"{column}_high"])]
 
 
+def seed_macros(submission: dict[str, Any]) -> list[float]:
+    """Each seed's macro true score: the mean over benchmarks of its per-benchmark scores (none for an
+    archived entry that kept only the means)."""
+    per_bench = [r.get("per_seed", []) for r in submission["results"].values()]
+    return [float(np.mean(scores)) for scores in zip(*per_bench)]
+
+
 def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per submission, ranked by macro true score; oracle rows unranked at the bottom."""
     rows = []
@@ -39,7 +47,7 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
             "agent": s["agent"], "name": s["name"], "oracle": s["oracle"], "noise": s["suite"]["noise"],
             "seeds": len(s["seeds"]), "verified": bool(s.get("verified")),
             **{domain: g["true_score"] for domain, g in sorted(s["groups"].items())},
-            "macro": s["macro"]["true_score"], "macro_se": s["macro"]["true_score_se"],
+            "macro": s["macro"]["true_score"], "macro_se": s["macro"]["true_score_se"], "per_seed": seed_macros(s),
             "ci_low": s["macro"]["true_score_ci"][0], "ci_high": s["macro"]["true_score_ci"][1],
             "initial": s["macro"].get("initial_true_score"), "judge": s["macro"]["judge_score"],
             **{f"{column}{end}": d.get(f"{rate}{end}") for column, rate in RATE_COLUMNS.items() for end in ("", "_low", "_high")},
@@ -59,7 +67,8 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _domains(frame: pd.DataFrame) -> list[str]:
-    fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "verified", "macro", "macro_se", "ci_low", "ci_high", "initial",
+    fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "verified", "macro", "macro_se", "per_seed", "ci_low", "ci_high",
+             "initial",
              "judge", "grader_calls_per_step", "wall_time_s", "grader_cost_per_step", "over_drop", "over_drop_se",
              "over_judge_minus_true_end",
              *(f"{c}{end}" for c in RATE_COLUMNS for end in ("", "_low", "_high"))}
@@ -118,6 +127,25 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         "runs": ["rebuilt from its runs" if v else "unverified (runs not here)" for v in frame["verified"]],
     })
     return shown
+
+
+def judge_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One judge profile's table as a page shows it: its entries, then the untrained policy (the floor)."""
+    shown = _display(frame)
+    return pd.concat([shown, _floor_row(frame, shown.columns)], ignore_index=True)
+
+
+def _floor_row(frame: pd.DataFrame, columns: pd.Index) -> pd.DataFrame:
+    """The untrained policy as the table's last row: the floor every method is read against (its macro
+    before training, the mean over the seeds of the baseline's entry, else of the first entry)."""
+    base = frame[(frame["agent"] == BASELINE) & ~frame["oracle"].astype(bool)]
+    initial = (base if not base.empty else frame)["initial"].iloc[0]
+    if initial is None or initial != initial:
+        return pd.DataFrame(columns=columns)
+    row = dict.fromkeys(columns, "")
+    row.update({"rank": "—", "agent": "untrained policy (the floor)", "macro ± SE [95% CI]": f"{initial:.3f}",
+                f"vs {BASELINE}": "—" if base.empty else f"{initial - float(base['macro'].iloc[0]):+.3f}"})
+    return pd.DataFrame([row], columns=columns)
 
 
 def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:

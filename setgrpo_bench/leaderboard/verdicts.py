@@ -1,58 +1,138 @@
-"""Where each method wins, ties or loses against the baseline under the same judge (DESIGN §10)."""
+"""Where each method wins, ties or loses against the baseline under the same judge (DESIGN §10).
+
+A verdict is a two-sided test of "same mean macro true score as GRPO under this judge" on the seeds'
+macro scores. Seed variance is pooled over every agent under the judge when Levene's test (median
+centred) does not reject equal variances at 5% — three to five seeds a cell give a poor variance each,
+the judge's dozens give a good one — and Welch's test is used for that judge otherwise. The p-values of
+every verdict on the page are then adjusted together by Holm's step-down method, which keeps the chance
+of any false verdict on the page at 5% whatever their dependence; a win or loss needs an adjusted p <
+0.05.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 PROFILE_ORDER = ("clean", "mild", "realistic", "harsh", "sparse", "verbose", "learned")
 """Judge profiles from the most to the least reliable; others follow in name order."""
+
+BASELINE = "grpo"
+"""The agent every other is compared with under the same judge profile."""
+
+FAMILY_LEVEL = 0.05
+"""Holm-adjusted p below which a difference is a win or a loss: the page's family-wise error rate."""
+
+HOMOGENEITY_LEVEL = 0.05
+"""Levene p below which a judge's seed variances are not pooled (Welch's test instead)."""
+
+VERDICT_RULE = (f"Per judge profile, each agent's seeds against {BASELINE}'s: the difference of mean macro true scores, its "
+                "95% CI and a two-sided t-test — on the seed variance pooled over every agent under the judge when "
+                f"Levene's test keeps equal variances (p ≥ {HOMOGENEITY_LEVEL:g}), Welch's otherwise. The p-values of the "
+                f"whole page are adjusted together (Holm): win / loss when the adjusted p < {FAMILY_LEVEL:g}, tie otherwise.")
 
 
 def noise_order(noise: str) -> tuple[int, str]:
     return (PROFILE_ORDER.index(noise), "") if noise in PROFILE_ORDER else (len(PROFILE_ORDER), noise)
 
 
-BASELINE = "grpo"
-"""The agent every other is compared with under the same judge profile."""
-
-
 def versus_baseline(frame: pd.DataFrame) -> list[str]:
-    """Each row's macro minus the baseline's (one judge profile's rows), in SEs of the difference
-    √(SE² + SE_grpo²): the number that says whether an agent beats GRPO, not only where it ranks."""
+    """Each row's macro minus the baseline's (one judge profile's rows): the difference a reader
+    compares by eye; whether it is a win is ``verdicts``'s to say."""
     base = frame[(frame["agent"] == BASELINE) & ~frame["oracle"].astype(bool)]
     if base.empty:
         return ["—"] * len(frame)
-    m0, se0 = float(base["macro"].iloc[0]), float(base["macro_se"].iloc[0])
-    return ["—" if a == BASELINE and not o else f"{m - m0:+.3f}" + (f" ({(m - m0) / np.hypot(se, se0):+.1f} SE)"
-                                                                      if np.hypot(se, se0) > 0 else "")
-            for a, o, m, se in zip(frame["agent"], frame["oracle"], frame["macro"], frame["macro_se"])]
+    m0 = float(base["macro"].iloc[0])
+    return ["—" if a == BASELINE and not o else f"{m - m0:+.3f}" for a, o, m in zip(frame["agent"], frame["oracle"], frame["macro"])]
 
 
-SEPARATION = 3.0
-"""SEs of the difference to GRPO beyond which an agent wins or loses under a judge (within: a tie)."""
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjustment: the i-th smallest p times (m − i + 1), made monotone, capped at 1."""
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p)
+    scaled = p[order] * (len(p) - np.arange(len(p)))
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return adjusted
 
 
-VERDICT_RULE = (f"Per judge profile: win / loss when the macro true score is at least {SEPARATION:g} SEs of the difference "
-                f"above / below {BASELINE}'s under the same judge, tie within; in brackets the difference in SEs. An SE "
-                "across 3 seeds has 2 degrees of freedom: a verdict from 3 seeds is a coarse one.")
+def homogeneity(samples: list[np.ndarray]) -> float:
+    """Levene's (Brown–Forsythe, median-centred) p of equal variances over the samples with ≥ 2
+    values; 1 when fewer than two such samples (nothing to compare)."""
+    usable = [s for s in samples if len(s) >= 2]
+    if len(usable) < 2 or all(np.ptp(s) == 0 for s in usable):
+        return 1.0
+    return float(stats.levene(*usable, center="median").pvalue)
 
 
-def win_tie_loss(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per agent, one column per judge profile: ``win``, ``tie`` or ``loss`` against GRPO under
-    that judge (beyond ±3 SEs of the difference √(SE² + SE_grpo²)), with the difference in SEs."""
-    profiles = sorted(set(frame["noise"]), key=noise_order)
-    cells: dict[str, dict[str, str]] = {}
-    for profile in profiles:
-        rows = frame[frame["noise"] == profile]
-        base = rows[(rows["agent"] == BASELINE) & ~rows["oracle"].astype(bool)]
-        for agent, oracle, m, se in zip(rows["agent"], rows["oracle"], rows["macro"], rows["macro_se"]):
-            if agent == BASELINE or oracle:
-                continue
-            if base.empty:
-                cells.setdefault(agent, {})[profile] = "no grpo"
-                continue
-            z = (m - float(base["macro"].iloc[0])) / max(float(np.hypot(se, base["macro_se"].iloc[0])), 1e-12)
-            verdict = "win" if z >= SEPARATION else "loss" if z <= -SEPARATION else "tie"
-            cells.setdefault(agent, {})[profile] = f"{verdict} ({z:+.1f})"
-    return pd.DataFrame([{"agent": a, **{p: row.get(p, "") for p in profiles}} for a, row in sorted(cells.items())])
+def compare(x: np.ndarray, y: np.ndarray, pooled: tuple[float, int] | None) -> dict[str, float]:
+    """Mean of ``x`` − mean of ``y``, its 95% CI and two-sided p: with ``pooled`` (variance, df) the
+    pooled-variance t-test, else Welch's."""
+    diff = float(np.mean(x) - np.mean(y))
+    if pooled is not None:
+        var, df = pooled
+        se = float(np.sqrt(var * (1 / len(x) + 1 / len(y))))
+    else:
+        vx, vy = np.var(x, ddof=1) / len(x), np.var(y, ddof=1) / len(y)
+        se = float(np.sqrt(vx + vy))
+        df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1)) if se > 0 else np.inf
+    if se == 0:
+        return {"diff": diff, "ci_low": diff, "ci_high": diff, "p": 1.0 if diff == 0 else 0.0, "df": float(df)}
+    half = float(stats.t.ppf(0.975, df)) * se
+    p = float(2 * stats.t.sf(abs(diff) / se, df))
+    return {"diff": diff, "ci_low": diff - half, "ci_high": diff + half, "p": p, "df": float(df)}
+
+
+def judge_tests(seeds: dict[str, np.ndarray]) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """Every agent against the baseline under one judge (``seeds``: agent → its seeds' macro scores);
+    and the judge's homogeneity check (Levene p, pooled or Welch, pooled df)."""
+    levene = homogeneity(list(seeds.values()))
+    usable = [s for s in seeds.values() if len(s) >= 2]
+    df = sum(len(s) - 1 for s in usable)
+    pooled = (sum(float(np.var(s, ddof=1)) * (len(s) - 1) for s in usable) / df, df) if levene >= HOMOGENEITY_LEVEL and df else None
+    check = {"levene_p": levene, "test": "pooled" if pooled else "Welch", "pooled_df": df if pooled else None}
+    base = seeds.get(BASELINE)
+    rows: list[dict[str, object]] = []
+    for agent, x in seeds.items():
+        if agent == BASELINE or base is None or len(x) < 2 or len(base) < 2:
+            continue
+        rows.append({"agent": agent, "n": len(x), "n_baseline": len(base), **compare(x, base, pooled), "test": check["test"]})
+    return rows, check
+
+
+def verdicts(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every verdict on the page (one per agent and judge, oracle rows left out) with Holm-adjusted
+    p-values over all of them, and each judge's homogeneity check. ``frame`` has one row per entry with
+    ``agent``, ``noise``, ``oracle`` and ``per_seed`` (its seeds' macro true scores)."""
+    rows, checks = [], []
+    for profile in sorted(set(frame["noise"]), key=noise_order):
+        under = frame[(frame["noise"] == profile) & ~frame["oracle"].astype(bool)]
+        tests, check = judge_tests({a: np.asarray(s, dtype=float) for a, s in zip(under["agent"], under["per_seed"])})
+        rows += [{"judge": profile, **t} for t in tests]
+        checks.append({"judge": profile, **check})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table, pd.DataFrame(checks)
+    table["p_adjusted"] = holm(table["p"].to_numpy())
+    significant = table["p_adjusted"] < FAMILY_LEVEL
+    table["verdict"] = np.where(significant & (table["diff"] > 0), "win", np.where(significant, "loss", "tie"))
+    return table, pd.DataFrame(checks)
+
+
+def verdict_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The page's verdict table: difference, 95% CI, p, adjusted p, test and verdict per agent and judge."""
+    return pd.DataFrame({
+        "judge": table["judge"], "agent": table["agent"], "seeds": [f"{n} v {m}" for n, m in zip(table["n"], table["n_baseline"])],
+        f"Δ vs {BASELINE}": [f"{d:+.3f}" for d in table["diff"]],
+        "95% CI": [f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in zip(table["ci_low"], table["ci_high"])],
+        "p": [f"{p:.3g}" for p in table["p"]], "Holm p": [f"{p:.3g}" for p in table["p_adjusted"]],
+        "test": table["test"], "verdict": table["verdict"],
+    })
+
+
+def checks_display(checks: pd.DataFrame) -> pd.DataFrame:
+    """Each judge's homogeneity check, as the page shows it."""
+    return pd.DataFrame({"judge": checks["judge"], "Levene p": [f"{p:.3g}" for p in checks["levene_p"]],
+                         "seed variance": [f"pooled ({df} df)" if t == "pooled" else "Welch (not pooled)"
+                                           for t, df in zip(checks["test"], checks["pooled_df"])]})

@@ -1,0 +1,106 @@
+"""Verdicts against GRPO (leaderboard/verdicts.py): each test by hand against scipy, then the page's
+error rates simulated: no more than 5% of pages of identical methods carry any verdict, and a planted
+3σ effect at 5 seeds is found at least 80% of the time. Tolerances are binomial, seeds fixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from setgrpo_bench.leaderboard.verdicts import compare, holm, homogeneity, judge_tests, verdicts
+
+PAGES = 400  # simulated pages per rate
+
+
+def _page(rng: np.random.Generator, *, judges: int = 6, agents: int = 8, seeds: int = 5, effect: float = 0.0,
+          sds: np.ndarray | None = None) -> pd.DataFrame:
+    """``judges`` × (GRPO + ``agents`` others) entries, seeds ~ N(0.5, sd²); agent ``a0`` under the first
+    judge shifted by ``effect`` (in units of its sd): 48 verdicts at the defaults."""
+    rows = []
+    for j in range(judges):
+        for k, agent in enumerate(["grpo", *(f"a{i}" for i in range(agents))]):
+            sd = 0.02 if sds is None else float(sds[k])
+            shift = effect * sd if (j == 0 and agent == "a0") else 0.0
+            rows.append({"agent": agent, "noise": f"judge{j}", "oracle": False,
+                         "per_seed": list(0.5 + shift + sd * rng.standard_normal(seeds))})
+    return pd.DataFrame(rows)
+
+
+def test_holm_by_hand():
+    # sorted p: 0.01·4 = 0.04, 0.02·3 = 0.06, 0.03·2 = 0.06 (monotone), 0.5·1 = 0.5
+    assert holm(np.array([0.03, 0.01, 0.5, 0.02])) == pytest.approx([0.06, 0.04, 0.5, 0.06])
+    assert holm(np.array([0.4, 0.9])) == pytest.approx([0.8, 0.9])  # 0.4·2 = 0.8; max(0.8, 0.9·1)
+    assert holm(np.array([0.6, 0.7])) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_pooled_and_welch_tests_match_scipy():
+    x, y = np.array([0.52, 0.55, 0.50, 0.58]), np.array([0.47, 0.49, 0.51])
+    welch = stats.ttest_ind(x, y, equal_var=False)
+    out = compare(x, y, None)
+    assert out["p"] == pytest.approx(welch.pvalue) and out["diff"] == pytest.approx(x.mean() - y.mean())
+    ci = welch.confidence_interval(0.95)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((ci.low, ci.high))
+    student = stats.ttest_ind(x, y, equal_var=True)  # pooled over these two samples only: df 5
+    var = ((len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1)) / 5
+    assert compare(x, y, (var, 5))["p"] == pytest.approx(student.pvalue)
+
+
+def test_a_judge_pools_every_agent_unless_levene_rejects():
+    rng = np.random.default_rng(3)
+    seeds = {"grpo": 0.5 + 0.02 * rng.standard_normal(5), "a": 0.55 + 0.02 * rng.standard_normal(5),
+             "b": 0.5 + 0.02 * rng.standard_normal(3)}
+    rows, check = judge_tests(seeds)
+    assert check["test"] == "pooled" and check["pooled_df"] == 4 + 4 + 2
+    assert check["levene_p"] == pytest.approx(stats.levene(*seeds.values(), center="median").pvalue)
+    assert [r["agent"] for r in rows] == ["a", "b"]
+    wild = {**seeds, "c": np.array([0.2, 0.21, 0.5, 0.8, 0.79]), "d": np.array([0.22, 0.2, 0.5, 0.78, 0.8])}
+    assert homogeneity(list(wild.values())) < 0.05
+    rows, check = judge_tests(wild)
+    assert check["test"] == "Welch" and {r["test"] for r in rows} == {"Welch"}
+
+
+def test_a_page_of_identical_methods_carries_a_verdict_at_most_5_percent_of_the_time():
+    """Holm over the page's 48 verdicts: the family-wise rate of any win or loss ≤ 5%. Without the
+    correction 48 tests at 5% would put a verdict on most pages."""
+    rng = np.random.default_rng(20261206)
+    any_verdict = 0
+    for _ in range(PAGES):
+        table, _ = verdicts(_page(rng, seeds=5))
+        assert len(table) == 48
+        any_verdict += bool((table["verdict"] != "tie").any())
+    assert any_verdict <= stats.binom.ppf(0.999, PAGES, 0.05)
+
+
+def test_unequal_seed_variances_fall_back_to_welch_and_keep_the_rate():
+    rng = np.random.default_rng(7)
+    sds = np.array([0.01, 0.04, 0.01, 0.03, 0.01, 0.05, 0.01, 0.02, 0.04])
+    any_verdict = 0
+    for _ in range(PAGES):
+        table, _ = verdicts(_page(rng, seeds=5, sds=sds))
+        any_verdict += bool((table["verdict"] != "tie").any())
+    assert any_verdict <= stats.binom.ppf(0.999, PAGES, 0.05)
+
+
+def test_a_planted_3_sigma_effect_at_5_seeds_is_found_80_percent_of_the_time():
+    rng = np.random.default_rng(11)
+    found = 0
+    for _ in range(PAGES):
+        table, _ = verdicts(_page(rng, seeds=5, effect=3.0))
+        row = table[(table["judge"] == "judge0") & (table["agent"] == "a0")].iloc[0]
+        found += row["verdict"] == "win"
+    assert found >= stats.binom.ppf(0.001, PAGES, 0.80)
+
+
+def test_the_oracle_and_entries_without_seeds_get_no_verdict():
+    frame = pd.DataFrame([
+        {"agent": "grpo", "noise": "clean", "oracle": False, "per_seed": [0.5, 0.51, 0.49]},
+        {"agent": "grpo_oracle", "noise": "clean", "oracle": True, "per_seed": [0.7, 0.71, 0.69]},
+        {"agent": "old", "noise": "clean", "oracle": False, "per_seed": []},
+        {"agent": "a", "noise": "clean", "oracle": False, "per_seed": [0.6, 0.61, 0.59]},
+        {"agent": "a", "noise": "learned", "oracle": False, "per_seed": [0.6, 0.61, 0.59]},  # no grpo here
+    ])
+    table, checks = verdicts(frame)
+    assert table[["judge", "agent"]].values.tolist() == [["clean", "a"]]
+    assert table["verdict"].tolist() == ["win"] and set(checks["judge"]) == {"clean", "learned"}
