@@ -161,3 +161,17 @@ def test_decisions_of_a_stopping_agent_keep_the_inner_records():
     agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="idle", stop_idle=5))
     decision = agent.decide(_groups(np.array([[0.1, 0.5, 0.9]])), {}, {})
     assert isinstance(decision, Decision) and decision.accepted.all() and decision.stats["stopped"] == 0.0
+
+
+def test_the_held_out_grid_carries_a_stopped_runs_last_point_and_measures_the_drop():
+    from setgrpo_bench.harness.overoptimisation import held_out_grid, held_out_overoptimisation
+
+    full = [{"step": s, "true_score": v} for s, v in [(0, 0.3), (2, 0.5), (4, 0.4), (5, 0.35)]]
+    stopped = [{"step": 0, "true_score": 0.3}, {"step": 3, "true_score": 0.45}]  # stopped at step 3
+    grid, true = held_out_grid([full, stopped], steps=5, every=2)
+    assert grid == [0, 2, 4, 5]
+    assert true.tolist() == [[0.3, 0.5, 0.4, 0.35], [0.3, 0.3, 0.45, 0.45]]
+    stats = held_out_overoptimisation(grid, true)
+    # mean curve 0.3, 0.4, 0.425, 0.4: peak at step 4; drops 0.4 − 0.35 = 0.05 and 0
+    assert stats["peak_step"] == 4 and stats["true_peak"] == pytest.approx(0.425) and stats["true_end"] == pytest.approx(0.4)
+    assert stats["drop"] == pytest.approx(0.025) and stats["drop_se"] == pytest.approx(0.025)

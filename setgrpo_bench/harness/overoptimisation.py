@@ -5,6 +5,9 @@ mean judge reward and true score of the training batch), over seeds:
   peak     the highest block mean of the true score (blocks of ``block`` steps smooth the batch noise)
   end      the last block's mean; drop = peak − end, with its standard error across seeds
   judge_gain, judge_minus_true_end   how far the judge's score rose, and how far above the truth it ends
+
+The same on the held-out curve (``held_out_grid``, ``held_out_overoptimisation``): the true score of the
+policy on dev instances every ``eval_every`` steps, which a stopped run measures too.
 """
 
 from __future__ import annotations
@@ -49,6 +52,31 @@ def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) ->
         "judge_gain": float(judge_blocks.mean(axis=0)[-1] - judge_blocks.mean(axis=0)[0]),
         "judge_minus_true_end": float(judge_blocks.mean(axis=0)[-1] - mean_true[-1]),
     }
+
+
+def held_out_grid(curves: Sequence[Sequence[dict[str, float]]], steps: int, every: int) -> tuple[list[int], np.ndarray]:
+    """Runs' held-out curves (``eval.json``'s ``curve``) on one grid of steps: 0, ``every``, 2·``every`` …
+    and ``steps``. A run that stopped early keeps its last point from then on: its policy no longer
+    changes and every point samples the same way, so that is the score it would have been measured at.
+    Returns (grid, (S, len(grid)) true scores)."""
+    grid = sorted({0, *range(every, steps + 1, every), steps}) if every else [0, steps]
+    values = np.empty((len(curves), len(grid)))
+    for i, curve in enumerate(curves):
+        points = sorted((int(p["step"]), float(p["true_score"])) for p in curve)
+        for j, step in enumerate(grid):
+            values[i, j] = [v for s, v in points if s <= step][-1]
+    return grid, values
+
+
+def held_out_overoptimisation(grid: Sequence[int], true: np.ndarray) -> dict[str, Any]:
+    """Over-optimisation on the held-out curve: the peak of the seeds' mean, its end, and the drop
+    peak − end per seed (its mean and SE across seeds)."""
+    mean = true.mean(axis=0)
+    peak = int(np.argmax(mean))
+    drops = true[:, peak] - true[:, -1]
+    se = float(drops.std(ddof=1) / np.sqrt(len(drops))) if len(drops) > 1 else float("nan")
+    return {"peak_step": int(grid[peak]), "true_peak": float(mean[peak]), "true_end": float(mean[-1]),
+            "drop": float(drops.mean()), "drop_se": se}
 
 
 def plot_overoptimisation(  # pragma: no mutate block (a figure is looked at, not tested)

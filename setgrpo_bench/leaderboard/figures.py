@@ -55,7 +55,30 @@ def plots(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> dict[str, s
            "calibration": calibration_plot(submissions)}
     if len(profiles) > 1:
         out["robustness"] = robustness_plot(frame, profiles, colour)
+    if any("held_out" in s for s in submissions):
+        out["held_out"] = held_out_plot(submissions, profiles, colour)
     return out
+
+
+def held_out_plot(submissions: list[dict[str, Any]], profiles: list[str], colour: dict[str, Any]) -> str:
+    """Per training judge, each agent's held-out curve (dev instances every 20 steps, mean ± SE over seeds)."""
+    shown = [p for p in profiles if any("held_out" in s and s["suite"]["noise"] == p for s in submissions)]
+    fig = _figure((6 * len(shown) + 2, 4))
+    axes = fig.subplots(1, len(shown), sharey=True, squeeze=False)
+    for ax, profile in zip(axes.flat, shown):
+        for s in submissions:
+            if s["suite"]["noise"] == profile and "held_out" in s:
+                h = s["held_out"]
+                mean, se = np.array(h["true_score"]), np.array(h["true_score_se"])
+                ax.plot(h["step"], mean, "o-", label=s["agent"], color=colour[s["agent"]], ms=3)
+                ax.fill_between(h["step"], mean - se, mean + se, color=colour[s["agent"]], alpha=0.15)
+        ax.set(xlabel="step", ylabel="held-out true score (dev)", title=f"judge profile {profile}")
+        ax.tick_params(labelleft=True)
+    labels = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(labels.values(), labels.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.suptitle("Held-out curves (mean ± SE over seeds; a stopped run keeps its last point)")
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return _png(fig)
 
 
 def macro_plot(frame: pd.DataFrame, profiles: list[str]) -> str:

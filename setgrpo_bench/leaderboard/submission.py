@@ -17,7 +17,7 @@ from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..files import exists
-from ..harness.overoptimisation import curves, overoptimisation
+from ..harness.overoptimisation import curves, held_out_grid, held_out_overoptimisation, overoptimisation
 from ..harness.pooled import pool_seeds
 from ..harness.rundir import MANIFEST, FileError, read_json, read_metrics, step_timings
 from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
@@ -145,6 +145,8 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
     _add_plugins(submission, read)
     if version >= 4:
         _add_dynamics(submission, read, steps)
+    if all("curve" in r for _, _, r, _ in read):
+        _add_held_out(submission, read)
     if config.get("protocol"):
         protocol = load_protocol(config["protocol"])
         submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}
@@ -195,6 +197,19 @@ def _add_dynamics(submission: dict[str, Any], read: list[Any], steps: int) -> No
     updates = [r["updates"] for _, _, r, _ in read if r.get("updates")]
     if len(updates) == len(read):
         submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
+
+
+def _add_held_out(submission: dict[str, Any], read: list[Any]) -> None:
+    """Runs that measured a held-out curve: its mean and SE over seeds on one grid of steps, the
+    over-optimisation measured on it, and the step each seed stopped at (when the agent may stop)."""
+    config = submission["config"]
+    grid, true = held_out_grid([r["curve"] for _, _, r, _ in read], int(config["steps"]), int(config["eval_every"]))
+    se = true.std(axis=0, ddof=1) / np.sqrt(len(true)) if len(true) > 1 else np.zeros(len(grid))
+    submission["held_out"] = {"step": grid, "true_score": true.mean(axis=0).tolist(), "true_score_se": se.tolist(),
+                              **held_out_overoptimisation(grid, true)}
+    if any("stopped_at_step" in r for _, _, r, _ in read):
+        order = np.argsort([c["config"]["seed"] for _, c, _, _ in read], kind="stable")
+        submission["stopped_at_step"] = [read[i][2].get("stopped_at_step") for i in order]
 
 
 def _experiment(folder: Path, config: dict[str, Any]) -> dict[str, Any]:

@@ -54,6 +54,8 @@ def board_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
             "grader_calls_per_step": s["grader_calls_per_step"], "wall_time_s": s["wall_time_s"],
             "grader_cost_per_step": s.get("grader_cost_per_step", s["grader_calls_per_step"]),
             **{f"over_{k}": (s.get("overoptimisation") or {}).get(k) for k in ("drop", "drop_se", "judge_minus_true_end")},
+            **{f"held_{k}": (s.get("held_out") or {}).get(k) for k in ("peak_step", "drop", "drop_se")},
+            "stops": s.get("stopped_at_step"),
         }
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -70,7 +72,7 @@ def _domains(frame: pd.DataFrame) -> list[str]:
     fixed = {"rank", "agent", "name", "oracle", "noise", "seeds", "verified", "macro", "macro_se", "per_seed", "ci_low", "ci_high",
              "initial",
              "judge", "grader_calls_per_step", "wall_time_s", "grader_cost_per_step", "over_drop", "over_drop_se",
-             "over_judge_minus_true_end",
+             "over_judge_minus_true_end", "held_peak_step", "held_drop", "held_drop_se", "stops",
              *(f"{c}{end}" for c in RATE_COLUMNS for end in ("", "_low", "_high"))}
     return [c for c in frame.columns if c not in fixed]
 
@@ -78,7 +80,7 @@ def _domains(frame: pd.DataFrame) -> list[str]:
 COLUMNS = {
     "macro ± SE [95% CI]": "held-out true rubric score, unweighted mean over benchmarks; SE across seeds of the seeds' "
                            "macro scores, sd/√S (a seed's policy moves every benchmark); CI by bootstrap over seeds",
-    f"vs {BASELINE}": f"difference to {BASELINE} under the same judge, in SEs of the difference √(SE² + SE_{BASELINE}²)",
+    f"vs {BASELINE}": f"difference to {BASELINE}'s macro under the same judge (whether it is a win: the verdicts)",
     "before training": "the same score of the initial policy",
     "coverage ref / true": "SetGRPO: share of audited (all) groups whose reference (true) coefficients lie in its set C, "
                            "pooled over seeds, exact 95% interval; against 1 − α_a",
@@ -86,6 +88,9 @@ COLUMNS = {
     "true drop from peak ± SE": "the training batch's true score: its highest 20-step block mean minus its last, mean over "
                                 "seeds ± SE (over-optimisation when positive while the judge's score rises)",
     "judge − true at end": "the judge's minus the true score of the training batch in the last 20-step block",
+    "held-out drop from peak ± SE": "the held-out curve (the policy's true score on 16 dev instances per benchmark every 20 "
+                                    "steps): its peak (mean over seeds, step in brackets) minus its end, mean over seeds ± SE",
+    "stopped at": "the step each seed's stopping rule ended training at (— : it ran every step)",
     "judge cost / step": "judge calls per step, a reference call counted at its cost",
     "wall time (s)": "seconds of training per run (sum of step times), mean over seeds",
     "runs": "whether the entry was rebuilt from its runs in runs/<entry name>/seed<k>/ by today's code",
@@ -121,6 +126,10 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         "true drop from peak ± SE": [_fmt(d) if se is None or se != se else f"{d:+.3f} ± {se:.3f}"
                                      for d, se in zip(frame["over_drop"], frame["over_drop_se"])],
         "judge − true at end": frame["over_judge_minus_true_end"].map(lambda v: _fmt(v) if v is None or v != v else f"{v:+.3f}"),
+        "held-out drop from peak ± SE": [_fmt(d) if d is None or d != d else f"{d:+.3f} ± {se:.3f} ({int(k)})"
+                                         for d, se, k in zip(frame["held_drop"], frame["held_drop_se"], frame["held_peak_step"])],
+        "stopped at": [", ".join("—" if s is None else str(s) for s in stops) if isinstance(stops, list) else "—"
+                       for stops in frame["stops"]],
         "judge cost / step": frame["grader_cost_per_step"].map(lambda v: f"{v:,.0f}"),
         "wall time (s)": frame["wall_time_s"].map(lambda v: f"{v:.0f}"),
         "seeds": frame["seeds"].astype(str),
