@@ -11,6 +11,7 @@ import torch
 from ..envs.rubric_env import RubricEnv
 from ..policy.engine import RolloutEngine
 from ..tasks.benchmark import eval_indices
+from ..tasks.scoring import rubric_score
 from .averages import aggregate
 from .seeds import generator, name_key, torch_seed
 
@@ -29,6 +30,7 @@ def evaluate(
     seed: int,
     split: str = "dev",
     stream: str = "eval",
+    judged: bool = True,
     batch: int = 256,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
@@ -36,7 +38,9 @@ def evaluate(
     its first ``instances``; 0: all), graded by the env's judge; the true score is the noise-free rubric
     score. Prompts of all envs are sampled together in batches of ``batch`` (``on_progress(done,
     total)`` after each); runs on the ``stream`` random streams of run ``seed`` (``eval``; ``curve`` for
-    the held-out curve), leaving the caller's torch and numpy random states untouched.
+    the held-out curve), leaving the caller's torch and numpy random states untouched. ``judged`` False
+    scores only the true rubric score where every criterion has a check (no judge call: the held-out
+    curve's price), and returns the macro true score alone.
     """
     tasks = {env.benchmark.name: [env.benchmark.instance("eval", i) for i in eval_indices(env.benchmark, split, instances)]
              for env in envs}
@@ -48,6 +52,8 @@ def evaluate(
             texts += engine.generate(prompts[start : start + batch]).texts
             if on_progress is not None:
                 on_progress(len(texts), len(prompts))
+    if not judged and all(t.gradable for env_tasks in tasks.values() for t in env_tasks):
+        return {"macro_true_score": _macro_true(envs, tasks, texts)}
     per_env: dict[str, dict[str, Any]] = {}
     for env in envs:
         bench = env.benchmark
@@ -66,3 +72,14 @@ def evaluate(
             "example": {"task_id": env_tasks[0].id, "response": env_texts[0]},
         }
     return {"per_env": per_env, **aggregate(per_env)}
+
+
+def _macro_true(envs: Sequence[RubricEnv], tasks: dict[str, list[Any]], texts: list[str]) -> float:
+    """The unweighted mean over benchmarks of the mean true score, from the rubric's checks alone."""
+    means = []
+    for env in envs:
+        env_tasks = tasks[env.benchmark.name]
+        env_texts, texts = texts[: len(env_tasks)], texts[len(env_tasks):]
+        scores = [rubric_score(t.points, t.true_verdicts(r), env.grader.score_rule)[0] for t, r in zip(env_tasks, env_texts)]
+        means.append(float(np.mean(scores)))
+    return float(np.mean(means))

@@ -159,9 +159,9 @@ def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
 
 
 def held_out_curve(initial: dict[str, Any], records: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """The held-out (dev) curve of a run: step, true and judge score at step 0 and every curve point."""
+    """The held-out (dev) curve of a run: the step and true score at step 0 and every curve point."""
     points = [(0, initial["curve"])] + [(r["step"], r) for r in records if "dev_true_score" in r]
-    return [{"step": step, "true_score": p["dev_true_score"], "judge_score": p["dev_judge_score"]} for step, p in points]
+    return [{"step": step, "true_score": p["dev_true_score"]} for step, p in points]
 
 
 def _report(config: TrainConfig, rundir: RunDir, envs: list, records: list[dict[str, Any]], result: dict[str, Any],
@@ -305,11 +305,12 @@ def _curve_due(config: TrainConfig, step: int, stopped: bool) -> bool:
 
 
 def curve_point(config: TrainConfig, engine: RolloutEngine, envs: list) -> dict[str, float]:
-    """The training policy's macro true and judge scores on the first ``curve_instances`` dev instances
-    of each benchmark (the ``curve`` random streams: every point samples the same way)."""
+    """The training policy's macro true score on the first ``curve_instances`` dev instances of each
+    benchmark (the ``curve`` random stream: every point samples the same way), from the rubric's checks:
+    no judge call, so a point costs its generations only."""
     result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
-                      stream="curve")
-    return {"dev_true_score": result["macro_true_score"], "dev_judge_score": result["macro_judge_score"]}
+                      stream="curve", judged=False)
+    return {"dev_true_score": result["macro_true_score"]}
 
 
 def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:
