@@ -40,6 +40,9 @@ def threads():
         print(f"\nrollout: generate / loop = {TIMES['generate'] / TIMES['loop']:.2f}× (target ≥ 2.5×)")
     if {"grpo_step", "setgrpo_step"} <= set(TIMES):
         print(f"step: SetGRPO / GRPO = {TIMES['setgrpo_step'] / TIMES['grpo_step']:.2f}× (target ≤ 1.10×)")
+    if {"grpo_step", "curve_point"} <= set(TIMES):  # board-v2: 120 steps, a point every 20 (6 after step 0)
+        share = 6 * TIMES["curve_point"] / (120 * TIMES["grpo_step"] + 6 * TIMES["curve_point"])
+        print(f"held-out curve: {share:.1%} of a board-v2 GRPO run (target ≤ 5%)")
 
 
 def _trainer(agent: str) -> Trainer:
@@ -99,3 +102,13 @@ def test_evaluation(benchmark):
     benchmark.pedantic(evaluate, args=(trainer.engine, trainer.envs), kwargs={"instances": 64, "seed": 0},
                        rounds=2, warmup_rounds=1)
     _record(benchmark, "evaluation")
+
+
+def test_curve_point(benchmark):
+    """One point of the held-out curve: 16 dev instances of each benchmark, sampled and scored by the
+    rubric's checks (no judge call)."""
+    from setgrpo_bench.harness.runner import curve_point
+
+    trainer = _trainer("grpo")
+    benchmark.pedantic(curve_point, args=(trainer.config, trainer.engine, trainer.envs), rounds=4, warmup_rounds=1)
+    _record(benchmark, "curve_point")
