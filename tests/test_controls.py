@@ -175,3 +175,65 @@ def test_the_held_out_grid_carries_a_stopped_runs_last_point_and_measures_the_dr
     # mean curve 0.3, 0.4, 0.425, 0.4: peak at step 4; drops 0.4 − 0.35 = 0.05 and 0
     assert stats["peak_step"] == 4 and stats["true_peak"] == pytest.approx(0.425) and stats["true_end"] == pytest.approx(0.4)
     assert stats["drop"] == pytest.approx(0.025) and stats["drop_se"] == pytest.approx(0.025)
+
+
+class _Spy(RuleAgent):
+    """A GRPO agent that records what the stopping rule hands it."""
+
+    warmup_groups = 7
+    grams_cover_accepted = True
+
+    def __init__(self) -> None:
+        super().__init__("grpo", std_floor=0.05)
+        self.calls: list[tuple[str, object]] = []
+        self.state = {"inner": 1}
+
+    def needs(self, groups, rng, *, warmup=False):
+        self.calls.append(("needs", groups, warmup))
+        return super().needs(groups, rng, warmup=warmup)
+
+    def decide(self, groups, grams, audits):
+        self.calls.append(("decide", groups, grams, audits))
+        decision = super().decide(groups, grams, audits)
+        decision.records.append("record")
+        return decision
+
+    def update(self, groups, grams, audits):
+        self.calls.append(("update", groups, grams, audits))
+
+    def after_step(self, decision):
+        self.calls.append(("after_step", decision))
+
+    def state_dict(self):
+        return dict(self.state)
+
+    def load_state_dict(self, state):
+        self.state = state
+
+
+def test_a_stopping_rule_hands_the_inner_agent_everything_it_is_given():
+    spy = _Spy()
+    agent = StoppingAgent(spy, StopSettings(stop="audit_gap", stop_audits=1, stop_window=1, stop_margin=0.1))
+    assert agent.warmup_groups == 7 and agent.grams_cover_accepted
+    groups, grams = _groups(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])), {0: np.eye(3)}
+    needs = agent.needs(groups, np.random.default_rng(0))
+    assert spy.calls[-1] == ("needs", groups, False) and len(needs.audits) == 1
+    assert agent.needs(groups, np.random.default_rng(0), warmup=True).audits == ()  # the warm-up audits nothing more
+    audits = {0: np.array([0.1, 0.5, 0.9])}
+    decision = agent.decide(groups, grams, audits)
+    assert spy.calls[-1] == ("decide", groups, grams, audits) and decision.records == ["record"]
+    agent.update(groups, grams, audits)
+    assert spy.calls[-1] == ("update", groups, grams, audits)
+    agent.after_step(decision)
+    assert spy.calls[-1] == ("after_step", decision)
+    fired = agent.decide(groups, grams, {0: np.array([0.0, 0.2, 0.4])})  # gap 0.3 > 0 + 0.1
+    assert fired.stats["stopped"] == 1.0 and fired.records == ["record"]
+    restored = StoppingAgent(_Spy(), StopSettings(stop="audit_gap"))
+    restored.load_state_dict({**agent.state_dict(), "inner": {"inner": 2}})
+    assert restored.inner.state == {"inner": 2} and restored.gaps == agent.gaps
+
+
+def test_the_idle_rule_computes_no_gap():
+    agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="idle"))
+    decision = agent.decide(_groups(np.array([[0.1, 0.5, 0.9]])), {}, {0: np.array([0.0, 0.0, 0.0])})
+    assert math.isnan(decision.stats["stop_gap"])

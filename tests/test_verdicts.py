@@ -104,3 +104,11 @@ def test_the_oracle_and_entries_without_seeds_get_no_verdict():
     table, checks = verdicts(frame)
     assert table[["judge", "agent"]].values.tolist() == [["clean", "a"]]
     assert table["verdict"].tolist() == ["win"] and set(checks["judge"]) == {"clean", "learned"}
+
+
+def test_homogeneity_counts_two_seed_cells_and_two_cells():
+    two = [np.array([0.1, 0.5]), np.array([0.30, 0.31])]
+    assert homogeneity(two) == pytest.approx(stats.levene(*two, center="median").pvalue)
+    assert homogeneity([*two, np.array([0.4])]) == homogeneity(two)  # a one-seed cell has no variance to compare
+    assert homogeneity([np.array([0.2, 0.2]), np.array([0.5, 0.5, 0.5])]) == 1.0  # nothing varies: nothing to reject
+    assert homogeneity([np.array([0.1, 0.5])]) == 1.0
