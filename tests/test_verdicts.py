@@ -112,3 +112,23 @@ def test_homogeneity_counts_two_seed_cells_and_two_cells():
     assert homogeneity([*two, np.array([0.4])]) == homogeneity(two)  # a one-seed cell has no variance to compare
     assert homogeneity([np.array([0.2, 0.2]), np.array([0.5, 0.5, 0.5])]) == 1.0  # nothing varies: nothing to reject
     assert homogeneity([np.array([0.1, 0.5])]) == 1.0
+
+
+def test_edges_by_hand_zero_variance_two_seed_cells_losses_and_judge_order():
+    same = compare(np.array([0.5, 0.5]), np.array([0.5, 0.5]), None)
+    assert same == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p": 1.0, "df": np.inf}
+    apart = compare(np.array([0.6, 0.6]), np.array([0.5, 0.5]), None)
+    assert apart["p"] == 0.0 and apart["ci_low"] == apart["ci_high"] == pytest.approx(0.1)
+    rows, check = judge_tests({"grpo": np.array([0.50, 0.52, 0.48]), "two": np.array([0.40, 0.42])})
+    assert [(r["agent"], r["n"], r["n_baseline"]) for r in rows] == [("two", 2, 3)]
+    rows, check = judge_tests({"grpo": np.array([0.2, 0.21, 0.5, 0.8, 0.79]), "a": np.array([0.50, 0.51, 0.49, 0.5, 0.5]),
+                               "b": np.array([0.22, 0.2, 0.5, 0.78, 0.8])})
+    assert check["test"] == "Welch" and check["pooled_df"] is None
+    frame = pd.DataFrame([
+        {"agent": agent, "noise": judge, "oracle": False, "per_seed": list(mean + 0.01 * np.array([-1.0, 0.0, 1.0, 0.5, -0.5]))}
+        for judge in ("learned", "realistic") for agent, mean in (("grpo", 0.5), ("worse", 0.3))])
+    table, checks = verdicts(frame)
+    assert table["judge"].tolist() == ["realistic", "learned"] and checks["judge"].tolist() == ["realistic", "learned"]
+    assert table["verdict"].tolist() == ["loss", "loss"]
+    empty, checks = verdicts(frame[frame["agent"] == "grpo"])
+    assert empty.empty and checks["judge"].tolist() == ["realistic", "learned"]
