@@ -199,7 +199,9 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
     board = tmp_path / "board"
     publish([runs], board)
     page = (board / "index.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 4 and "<table" in page and "http" not in page.split("<body>")[1]
+    # macro, training curves, over-optimisation, calibration, and the held-out curves (the runs measured one)
+    assert page.count('src="data:image/png;base64,') == 5 and 'id="plot-held_out"' in page
+    assert "<table" in page and "http" not in page.split("<body>")[1]
     browser = _chromium()
     if browser is None:
         pytest.skip("chromium is not installed (Debian package 'chromium'); the page was checked as HTML only")
@@ -208,7 +210,7 @@ def test_static_page_renders_in_headless_chromium(runs, tmp_path):
     dom = subprocess.run([browser, *flags, "--dump-dom", (board / "index.html").as_uri()], capture_output=True,
                          text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<table" in dom.stdout and dom.stdout.count('id="plot-') == 4
+    assert "<table" in dom.stdout and dom.stdout.count('id="plot-') == 5
     shot = tmp_path / "shot.png"
     done = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,2400",
                            (board / "index.html").as_uri()], capture_output=True, text=True, timeout=120)

@@ -143,10 +143,7 @@ def make_submission(runs: Sequence[Path], *, name: str | None = None, command: s
         if "suite_parts" in first:
             submission["suite"]["parts"] = first["suite_parts"]
     _add_plugins(submission, read)
-    if version >= 4:
-        _add_dynamics(submission, read, steps)
-    if all("curve" in r for _, _, r, _ in read):
-        _add_held_out(submission, read)
+    _add_curves(submission, read, version, steps)
     if config.get("protocol"):
         protocol = load_protocol(config["protocol"])
         submission["protocol"] = {"id": protocol.id, "hash": protocol.fingerprint()}
@@ -197,6 +194,14 @@ def _add_dynamics(submission: dict[str, Any], read: list[Any], steps: int) -> No
     updates = [r["updates"] for _, _, r, _ in read if r.get("updates")]
     if len(updates) == len(read):
         submission["updates"] = {k: float(np.mean([u[k] for u in updates])) for k in sorted(updates[0])}
+
+
+def _add_curves(submission: dict[str, Any], read: list[Any], version: int, steps: int) -> None:
+    """Schema ≥ 4: the training curves' dynamics; runs that measured a held-out curve: that curve."""
+    if version >= 4:
+        _add_dynamics(submission, read, steps)
+    if all("curve" in r for _, _, r, _ in read):
+        _add_held_out(submission, read)
 
 
 def _add_held_out(submission: dict[str, Any], read: list[Any]) -> None:
