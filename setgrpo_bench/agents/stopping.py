@@ -69,8 +69,9 @@ class StoppingAgent(Agent):
 
     def decide(self, groups: Groups, grams: Grams, audits: Audits) -> Decision:
         decision = self.inner.decide(groups, grams, audits)
-        fires = self._fires(groups, audits, decision)
-        stats = {**decision.stats, "stop_gap": self._gap(groups, audits), "stopped": float(fires)}
+        gap = audit_gap(groups.rewards, audits) if self.params.stop == "audit_gap" else math.nan
+        fires = self._fires(gap, decision)
+        stats = {**decision.stats, "stop_gap": gap, "stopped": float(fires)}
         if fires:
             return Decision(np.zeros_like(decision.coefficients), np.zeros_like(decision.accepted), stats, decision.records)
         return Decision(decision.coefficients, decision.accepted, stats, decision.records)
@@ -85,13 +86,10 @@ class StoppingAgent(Agent):
         self.idle = 0 if decision.accepted.any() else self.idle + 1
         self.stopped = self.stopped or bool(decision.stats["stopped"])
 
-    def _gap(self, groups: Groups, audits: Audits) -> float:
-        return audit_gap(groups.rewards, audits) if self.params.stop == "audit_gap" else math.nan
-
-    def _fires(self, groups: Groups, audits: Audits, decision: Decision) -> bool:
+    def _fires(self, gap: float, decision: Decision) -> bool:
         p = self.params
         if p.stop == "audit_gap":
-            return gap_stops([*self.gaps, self._gap(groups, audits)], p.stop_window, p.stop_margin)
+            return gap_stops([*self.gaps, gap], p.stop_window, p.stop_margin)
         return (self.idle + (not decision.accepted.any())) >= p.stop_idle
 
     def state_dict(self) -> dict[str, Any]:
