@@ -124,6 +124,6 @@ def test_lambda_star_is_the_root_of_the_worst_case_alignment_to_bisection_accura
             break
     else:
         pytest.skip("no group with an interior λ*")
-    f = lambda x: sm.worst_case_alignment(a0 + x * (a_hat - a0), K, a_hat, 2 * rho)  # noqa: E731
+    f = lambda x: sm.worst_case_alignment(a0 + x * (a_hat - a0), K, a_hat, 2 * rho)
     tol = 1e-10 * np.trace(K) * (np.abs(a_hat).sum() + 2 * rho.sum()) ** 2  # the round-off f may carry at a0
     assert f(lam) >= -tol and f(lam + 2.0**-38) < -tol
