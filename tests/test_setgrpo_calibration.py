@@ -86,13 +86,17 @@ def test_the_threshold_without_a_gate_or_a_bounded_set(folds):
     assert sm.threshold(SetGRPOSettings(), safe, risky, 1.0) == math.inf
 
 
-def test_calibrate_at_a_fixed_level(folds):
+def test_calibrate_at_a_fixed_level(folds, monkeypatch):
     d1, d2 = folds
     p = SetGRPOSettings(alpha_a=0.3)
     fixed = sm.calibrate(p, d1, d2)
     q = sm.quantile(p, d1, 0.3)
     assert fixed == sm.Calibration(0.3, q, sm.threshold(p, d1, d2, q), -1)
     assert math.isfinite(fixed.tau)  # the folds are safe: the comparison is not ∞ = ∞
+    decide = sm.RememberedDecisions()
+    calls = _spy(monkeypatch, calibration, "calibrate_threshold")
+    sm.calibrate(p, d1, d2, decide=decide)
+    assert calls[0][1]["decide"] is decide
     # a grid needs both a calibration and a risk test to choose by; without either, α_a stays fixed
     no_gate = SetGRPOSettings(alpha_a=0.3, alpha_a_grid="0.5,0.9", gate=False)
     assert sm.calibrate(no_gate, d1, d2) == sm.Calibration(0.3, q, -math.inf, -1)
@@ -121,22 +125,32 @@ def test_calibrate_with_a_grid_hands_every_setting_to_the_joint_choice(folds, mo
 
 def test_the_joint_choice_walks_only_levels_with_a_finite_quantile(folds, monkeypatch):
     """With 30 D1 groups q(0.01) = ∞: that level is not tried, and the Bonferroni split counts the levels
-    tried over the levels offered (δ·1/2); each tried level's q is D1's quantile at it."""
+    tried over the levels offered (δ·2/3); each tried level's q is D1's quantile at it."""
     d1, d2 = folds
     trials = _spy(monkeypatch, calibration, "gate_trial")
     walks = _spy(monkeypatch, calibration, "select_certified")
     decide = sm.RememberedDecisions()
     levels = sm.acceptance_levels(0.2, 0.1)
-    chosen = sm.calibrate_set_and_threshold(d1, d2, [0.01, 0.5], alpha=0.3, delta=0.1, levels=levels,
+    chosen = sm.calibrate_set_and_threshold(d1, d2, [0.01, 0.5, 0.9], alpha=0.3, delta=0.1, levels=levels,
                                             recovery=False, decide=decide, start=0.25, execute="original")
-    (args, kwargs), = trials
-    assert args[:2] == (d1, d2) and args[2] == sm.conformal_quantile(_scores(d1), 0.5)
-    assert np.array_equal(kwargs.pop("levels"), levels)
-    assert kwargs == dict(recovery=False, decide=decide, execute="original")
+    assert [args[:2] == (d1, d2) for args, _ in trials] == [True, True]
+    assert [args[2] for args, _ in trials] == [sm.conformal_quantile(_scores(d1), a) for a in (0.9, 0.5)]
+    for _, kwargs in trials:
+        assert np.array_equal(kwargs.pop("levels"), levels)
+        assert kwargs == dict(recovery=False, decide=decide, execute="original")
     (_, walk), = walks
-    assert walk == dict(alpha=0.3, delta=pytest.approx(0.05), start=0.25)
-    assert (chosen.alpha_a, chosen.q) == (0.5, sm.conformal_quantile(_scores(d1), 0.5))
+    assert walk == dict(alpha=0.3, delta=pytest.approx(0.1 * 2 / 3), start=0.25)
+    assert chosen.q == sm.conformal_quantile(_scores(d1), chosen.alpha_a) and chosen.alpha_a in (0.5, 0.9)
     assert math.isfinite(chosen.tau) and chosen.accepted_d2 > 0
+
+
+def test_the_joint_choice_by_default_walks_from_the_first_testable_threshold_executing_c(folds, monkeypatch):
+    d1, d2 = folds
+    trials = _spy(monkeypatch, calibration, "gate_trial")
+    walks = _spy(monkeypatch, calibration, "select_certified")
+    sm.calibrate_set_and_threshold(d1, d2, [0.5], alpha=0.2, delta=0.1, levels=sm.acceptance_levels())
+    assert trials[0][1]["execute"] == "recovered" and trials[0][1]["recovery"] is True
+    assert walks[0][1]["start"] == 0.0
 
 
 def test_the_joint_choice_at_its_edges(folds):
@@ -146,6 +160,8 @@ def test_the_joint_choice_at_its_edges(folds):
     risky = _groups(np.random.default_rng(5), 24, reversed_reference=True)
     nothing = sm.calibrate_set_and_threshold(d1, risky, [0.9, 0.5], **kwargs)
     assert nothing == sm.Calibration(0.9, sm.conformal_quantile(_scores(d1), 0.9), math.inf, 0)
+    nothing_pac = sm.calibrate_set_and_threshold(d1, risky, [0.9, 0.5], delta_a=0.2, **kwargs)
+    assert nothing_pac.q == sm.conformal_quantile(_scores(d1), 0.9, delta_a=0.2) > nothing.q
     pac = sm.calibrate_set_and_threshold(d1, d2, [0.5], delta_a=0.2, **kwargs)
     assert pac.q == sm.conformal_quantile(_scores(d1), 0.5, delta_a=0.2) != sm.conformal_quantile(_scores(d1), 0.5)
 

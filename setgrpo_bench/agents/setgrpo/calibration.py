@@ -56,8 +56,7 @@ def calibrate_set_and_threshold(
     scores = np.array([conformal_score(g.a_hat, g.a_ref, g.sigma) for g in d1])
     tried = [(a, q) for a in sorted(alphas_a, reverse=True) if math.isfinite(q := conformal_quantile(scores, a, delta_a=delta_a))]
     trials = [gate_trial(d1, d2, q, levels=levels, recovery=recovery, decide=decide, execute=execute) for _, q in tried]
-    index, tau, accepted = select_certified(trials, alpha=alpha, delta=delta * len(trials) / len(alphas_a), start=start) \
-        if trials else (-1, math.inf, 0)
+    index, tau, accepted = select_certified(trials, alpha=alpha, delta=delta * len(trials) / len(alphas_a), start=start)
     if index < 0:
         largest = max(alphas_a)
         return Calibration(largest, conformal_quantile(scores, largest, delta_a=delta_a), math.inf, 0)
