@@ -190,6 +190,7 @@ class _Spy(RuleAgent):
 
     def needs(self, groups, rng, *, warmup=False):
         self.calls.append(("needs", groups, warmup))
+        self.rng = rng
         return super().needs(groups, rng, warmup=warmup)
 
     def decide(self, groups, grams, audits):
@@ -216,9 +217,11 @@ def test_a_stopping_rule_hands_the_inner_agent_everything_it_is_given():
     agent = StoppingAgent(spy, StopSettings(stop="audit_gap", stop_audits=1, stop_window=1, stop_margin=0.1))
     assert agent.warmup_groups == 7 and agent.grams_cover_accepted
     groups, grams = _groups(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])), {0: np.eye(3)}
-    needs = agent.needs(groups, np.random.default_rng(0))
-    assert spy.calls[-1] == ("needs", groups, False) and len(needs.audits) == 1
+    rng = np.random.default_rng(0)
+    needs = agent.needs(groups, rng)
+    assert spy.calls[-1] == ("needs", groups, False) and spy.rng is rng and len(needs.audits) == 1
     assert agent.needs(groups, np.random.default_rng(0), warmup=True).audits == ()  # the warm-up audits nothing more
+    assert spy.calls[-1] == ("needs", groups, True)
     audits = {0: np.array([0.1, 0.5, 0.9])}
     decision = agent.decide(groups, grams, audits)
     assert spy.calls[-1] == ("decide", groups, grams, audits) and decision.records == ["record"]

@@ -8,7 +8,6 @@ its exact (Clopper–Pearson) 95% interval.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -60,7 +59,7 @@ def summarise_diagnostics(metrics: Iterable[Mapping[str, Any]]) -> dict[str, Any
     totals = {k: sum(float(m.get(k, 0)) for m in metrics) for k in COUNTS + SUMS}
     means = {}
     for key in MEANS:
-        values = np.array([m[key] if m[key] is not None else math.nan for m in metrics if key in m], dtype=float)
+        values = np.array([m[key] for m in metrics if key in m], dtype=float)  # None → NaN
         finite = values[np.isfinite(values)]
         means[key] = float(finite.mean()) if finite.size else None
     return pool(totals, means)

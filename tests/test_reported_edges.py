@@ -1,0 +1,129 @@
+"""The modules that compute reported numbers at their edges (DESIGN §9): pooled rates of runs that did not
+log every count, seed aggregation and its bootstrap, the judge's fingerprint and marginal error rate, and
+the stopping rule's audits."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import bootstrap
+
+from setgrpo_bench.agents.base import Groups, RuleAgent
+from setgrpo_bench.agents.config import StopSettings
+from setgrpo_bench.agents.stopping import StoppingAgent, audit_gap
+from setgrpo_bench.graders import NoiseProfile
+from setgrpo_bench.graders.noise import HERMITE, load_profile
+from setgrpo_bench.harness.pooled import COUNTS, RATES, SUMS, pool, pool_seeds, summarise_diagnostics
+from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci
+
+
+# ---------------------------------------------------------------- pooled rates
+def test_pooling_counts_a_run_did_not_log_as_zero():
+    out = pool({})
+    assert all(out[rate] is None and out[f"{rate}_low"] is None for rate in RATES)
+    assert all(out[k] == 0 and isinstance(out[k], int) for k in COUNTS)
+    assert all(out[k] == 0.0 for k in SUMS)
+    partial = pool({"n_audited": 4})  # covered never logged: 0 of 4
+    assert partial["coverage_ref"] == 0.0 and partial["n_covered_ref"] == 0
+
+
+def test_a_run_without_some_counts_and_with_no_finite_q():
+    steps = [{"n_audited": 2, "n_covered_ref": 1, "q": None}, {"n_audited": 3, "q": math.inf}]
+    out = summarise_diagnostics(steps)
+    assert out["n_audited"] == 5 and out["n_covered_ref"] == 1 and out["coverage_ref"] == 0.2
+    assert out["q"] is None and "tau" not in out or out.get("tau") is None
+
+
+def test_seeds_without_diagnostics_are_left_out_and_missing_counts_are_zero():
+    assert pool_seeds([{}, {"q": 5.0}]) == {}  # no seed built a set
+    out = pool_seeds([{"n_audited": 4, "n_covered_ref": 2, "q": None}, {"n_audited": 6}])
+    assert out["n_audited"] == 10 and out["n_covered_ref"] == 2 and out["q"] is None
+
+
+# ---------------------------------------------------------------- seed aggregation
+def test_the_bootstrap_is_scipys_percentile_interval_over_seeds_reproducibly():
+    per_seed = np.array([[0.1, 0.3], [0.2, 0.5], [0.4, 0.4], [0.3, 0.2]])
+    means = per_seed.mean(axis=1)
+    expected = bootstrap((means,), np.mean, n_resamples=2000, confidence_level=0.9, method="percentile",
+                         random_state=np.random.default_rng(5)).confidence_interval
+    got = bootstrap_ci(per_seed, [0, 1], rng=np.random.default_rng(5), level=0.9)
+    assert got == (expected.low, expected.high)
+    assert bootstrap_ci(per_seed, [0, 1], rng=np.random.default_rng(5)) != got  # the level is used
+
+
+def test_the_bootstrap_of_seeds_that_agree_or_of_one_seed_is_the_point():
+    point = float(np.mean([0.4, 0.4, 0.4]))
+    assert bootstrap_ci(np.array([[0.4], [0.4], [0.4]]), [0], rng=np.random.default_rng(0)) == (point, point)
+    assert bootstrap_ci(np.array([[0.3, 0.5]]), [0, 1], rng=np.random.default_rng(0)) == (0.4, 0.4)
+    low, high = bootstrap_ci(np.array([[0.0], [1.0], [0.0], [1.0]]), [0], rng=np.random.default_rng(0))
+    assert low < high  # seeds a whole unit apart are not "seeds that agree"
+
+
+def test_aggregation_is_reproducible_and_seeded_at_zero_by_default():
+    rng = np.random.default_rng(0)
+    per_seed, judge = rng.random((6, 2)), np.full((6, 2), 0.5)
+    initial = np.array([[0.3, 0.35], [0.32, 0.3], [0.34, 0.33]] * 2)
+    runs = [aggregate_seeds(per_seed, judge, ["a", "b"], ["x", "y"], initial_per_seed=initial) for _ in range(2)]
+    assert runs[0] == runs[1] == aggregate_seeds(per_seed, judge, ["a", "b"], ["x", "y"], seed=0, initial_per_seed=initial)
+    assert runs[0] != aggregate_seeds(per_seed, judge, ["a", "b"], ["x", "y"], seed=1, initial_per_seed=initial)
+    results, groups, macro = runs[0]
+    assert results["a"]["initial_true_score"] == pytest.approx(0.32) and groups["y"]["initial_true_score"] == pytest.approx(
+        (0.35 + 0.3 + 0.33) / 3)
+    assert macro["initial_true_score"] == pytest.approx(initial.mean())
+
+
+# ---------------------------------------------------------------- the judge's profile
+RATES_01 = dict.fromkeys(["essential", "important", "optional", "pitfall"], 0.1)
+
+def test_a_profile_reads_back_from_its_mapping_without_its_kind():
+    profile = load_profile("realistic")
+    assert NoiseProfile.from_dict({"kind": "noise", **profile.to_dict()}) == profile
+    assert all(type(v) is dict for v in profile.to_dict().values() if isinstance(v, dict))
+
+
+def test_the_fingerprint_keeps_what_defines_the_scores_only():
+    base = dict(name="p", false_positive=RATES_01, false_negative=RATES_01)
+    quiet = NoiseProfile(**base, cost=3.0).fingerprint()
+    assert "cost" not in quiet and "gross_error_rate" not in quiet and "gross_flip" not in quiet
+    assert "length_favours" not in quiet and "difficulty_sd" not in quiet  # off: as before they existed
+    gross = NoiseProfile(**base, gross_error_rate=0.05, length_favours=True, difficulty_sd=0.5).fingerprint()
+    assert gross["gross_error_rate"] == 0.05 and gross["gross_flip"] == 0.8
+    assert gross["length_favours"] is True and gross["difficulty_sd"] == 0.5
+
+
+def test_the_marginal_error_rate_by_hand():
+    """Rate 0 makes errors only in gross calls (g·f); otherwise the logit-normal integral with the length
+    shift signed by the direction of the error, floored by the persistent share of the base rate."""
+    base = dict(name="p", false_positive=RATES_01, false_negative=RATES_01)
+    assert NoiseProfile(**base, gross_error_rate=0.1, gross_flip=0.5).expected_error_rate(0.0) == pytest.approx(0.05)
+    p = NoiseProfile(**base, leniency_sd=0.7, difficulty_sd=0.4, length_bias=0.35, reference_words=50,
+                     persistent_share=0.5, gross_error_rate=0.02, gross_flip=0.8)
+    nodes, weights = HERMITE
+    spread = math.hypot(0.7, 0.4)
+    for toward_met, sign in ((True, 1.0), (False, -1.0)):
+        shift = sign * 0.35 * math.log2(100 / 50)
+        base_rate = 1 / (1 + math.exp(-(math.log(0.1 / 0.9) + shift)))
+        total = np.maximum(1 / (1 + np.exp(-(math.log(0.1 / 0.9) + shift + spread * nodes))), 0.5 * base_rate)
+        expected = 0.98 * float(weights @ total / weights.sum()) + 0.02 * 0.8
+        assert p.expected_error_rate(0.1, 100, toward_met=toward_met) == pytest.approx(expected, rel=1e-12)
+
+
+# ---------------------------------------------------------------- the stopping rule's audits
+def _groups(rewards: np.ndarray) -> Groups:
+    return Groups(rollout=None, tasks=[], env_indices=[], rewards=rewards, spreads=np.zeros_like(rewards))
+
+
+def test_a_gap_rule_audits_distinct_groups():
+    agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="audit_gap", stop_audits=4))
+    assert agent.stopped is False
+    groups = _groups(np.zeros((4, 3)))
+    for seed in range(10):
+        assert agent.needs(groups, np.random.default_rng(seed)).audits == (0, 1, 2, 3)
+
+
+def test_audits_with_no_response_graded_twice_give_no_gap_and_no_warning():
+    rewards = np.array([[0.5, np.nan], [0.2, 0.3]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(audit_gap(rewards, {0: np.array([np.nan, 0.4]), 1: np.array([np.nan, np.nan])}))
