@@ -2,6 +2,7 @@
 log every count, seed aggregation and its bootstrap, the judge's fingerprint and marginal error rate, and
 the stopping rule's audits."""
 
+import json
 import math
 import warnings
 
@@ -14,6 +15,12 @@ from setgrpo_bench.agents.config import StopSettings
 from setgrpo_bench.agents.stopping import StoppingAgent, audit_gap
 from setgrpo_bench.graders import NoiseProfile
 from setgrpo_bench.graders.noise import HERMITE, load_profile
+from setgrpo_bench.harness.overoptimisation import (
+    curves,
+    held_out_grid,
+    held_out_overoptimisation,
+    overoptimisation,
+)
 from setgrpo_bench.harness.pooled import COUNTS, RATES, SUMS, pool, pool_seeds, summarise_diagnostics
 from setgrpo_bench.leaderboard.aggregate import aggregate_seeds, bootstrap_ci
 
@@ -127,3 +134,42 @@ def test_audits_with_no_response_graded_twice_give_no_gap_and_no_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert math.isnan(audit_gap(rewards, {0: np.array([np.nan, 0.4]), 1: np.array([np.nan, np.nan])}))
+
+
+# ---------------------------------------------------------------- over-optimisation
+def test_overoptimisation_by_hand():
+    """Two seeds, 4 steps in blocks of 2: true blocks (0.4, 0.2) and (0.6, 0.5), mean (0.5, 0.35): peak
+    block 0, drops 0.2 and 0.1 (mean 0.15, SE 0.05, 3 SE); the judge rises 0.3 → 0.7."""
+    true = np.array([[0.4, 0.4, 0.2, 0.2], [0.6, 0.6, 0.5, 0.5]])
+    judge = np.array([[0.2, 0.4, 0.6, 0.8], [0.3, 0.3, 0.7, 0.7]])
+    out = overoptimisation(judge, true, block=2)
+    expected = {"seeds": 2, "steps": 4, "block": 2, "true_blocks": [0.5, 0.35], "judge_blocks": [0.3, 0.7],
+                "peak_block": 0, "true_peak": 0.5, "true_end": 0.35, "drop": 0.15, "drop_se": 0.05, "drop_in_se": 3.0,
+                "judge_gain": 0.4, "judge_minus_true_end": 0.35}
+    assert out.keys() == expected.keys()
+    assert out == {k: pytest.approx(v) for k, v in expected.items()}
+    one = overoptimisation(judge[:1], true[:1], block=2)
+    assert math.isnan(one["drop_se"]) and math.isnan(one["drop_in_se"])
+    flat = overoptimisation(judge, np.array([[0.4, 0.4, 0.2, 0.2], [0.5, 0.5, 0.3, 0.3]]), block=2)
+    assert flat["drop_se"] == 0.0 and math.isnan(flat["drop_in_se"])  # every seed drops 0.2: no spread to divide by
+
+
+def test_held_out_curves_by_hand():
+    grid, values = held_out_grid([[{"step": 0, "true_score": 0.3}, {"step": 20, "true_score": 0.5}],
+                                  [{"step": 0, "true_score": 0.4}, {"step": 20, "true_score": 0.45},
+                                   {"step": 30, "true_score": 0.35}]], steps=30, every=20)
+    assert grid == [0, 20, 30] and values.tolist() == [[0.3, 0.5, 0.5], [0.4, 0.45, 0.35]]  # a stopped run keeps its last
+    assert held_out_grid([[{"step": 0, "true_score": 0.3}]], steps=10, every=0)[0] == [0, 10]
+    out = held_out_overoptimisation(grid, values)
+    assert out == pytest.approx({"peak_step": 20, "true_peak": 0.475, "true_end": 0.425, "drop": 0.05, "drop_se": 0.05})
+    assert math.isnan(held_out_overoptimisation(grid, values[:1])["drop_se"])
+
+
+def test_curves_keep_the_steps_every_run_has(tmp_path):
+    for name, n in (("a", 3), ("b", 2)):
+        (tmp_path / name).mkdir()
+        rows = [{"step": t + 1, "reward": 0.1 * t, "true_score": 0.2 * t} for t in range(n)]
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge, true = curves([tmp_path / "a", tmp_path / "b"])
+    assert judge.shape == true.shape == (2, 2) and true.dtype == float
+    assert judge.tolist() == [[0.0, 0.1], [0.0, 0.1]] and true.tolist() == [[0.0, 0.2], [0.0, 0.2]]

@@ -10,7 +10,8 @@ import pytest
 
 from setgrpo_bench.agents import setgrpo as sm
 from setgrpo_bench.agents.config import SetGRPOSettings
-from setgrpo_bench.agents.setgrpo import calibration, window
+from setgrpo_bench.agents.setgrpo import calibration, risk_gate, window
+from setgrpo_bench.errors import ConfigError
 
 
 def _groups(rng, n, *, reversed_reference=False, spread=1.0):
@@ -192,3 +193,61 @@ def test_an_audited_group_is_frozen():
     g = _groups(np.random.default_rng(0), 1)[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         g.a_ref = g.a_hat
+
+
+# ---------------------------------------------------------------- the risk gate's edges
+def test_the_p_value_of_one_accepted_group():
+    assert sm.binomial_p_value(0, 1, 0.2) == pytest.approx(0.8) and sm.binomial_p_value(1, 1, 0.2) == 1.0
+    assert sm.binomial_p_value(0, 0, 0.2) == 1.0
+
+
+def test_the_threshold_grid_by_hand_and_at_its_edges():
+    scores = np.arange(10.0)  # sorted strict to permissive: 9, 8, …, 0
+    assert sm.threshold_grid(scores, np.array([0.1, 0.5, 1.0])).tolist() == [9.0, 5.0, 0.0]
+    assert sm.threshold_grid(scores, np.array([0.0])).tolist() == [9.0]  # at least one group is accepted
+    assert sm.threshold_grid(scores, np.array([1.5])).tolist() == [0.0]  # at most all of them
+    assert sm.threshold_grid(np.array([0.7]), sm.acceptance_levels()).tolist() == [0.7]
+    assert sm.threshold_grid(np.array([]), sm.acceptance_levels()).size == 0
+
+
+def test_the_walk_starts_at_the_first_threshold_accepting_the_floor():
+    assert sm.first_testable([3, 10, 12], 10) == 1  # reaching the floor is enough
+    assert sm.first_testable([3, 5], 10) == 2  # none: past the end, nothing is tested
+
+
+@pytest.mark.parametrize("setting, value", [("alpha", 1.5), ("delta", 0.0)])
+def test_the_risk_test_names_a_level_out_of_range(setting, value):
+    kwargs = {"alpha": 0.2, "delta": 0.1, setting: value}
+    with pytest.raises(ConfigError, match=rf"^{setting}={value!r} is not allowed"):
+        sm.ltt_threshold(np.array([1.0]), np.array([1.0]), np.array([False]), **kwargs)
+
+
+def test_a_trial_by_default_recovers_and_its_events_are_booleans(folds):
+    d1, d2 = folds
+    levels = sm.acceptance_levels()
+    default = sm.gate_trial(d1, d2, 1.0, levels=levels)
+    explicit = sm.gate_trial(d1, d2, 1.0, levels=levels, recovery=True)
+    ablation = sm.gate_trial(d1, d2, 1.0, levels=levels, recovery=False)
+    assert all(np.array_equal(a, b) for a, b in zip(default, explicit))
+    assert not np.array_equal(default[1], ablation[1])
+    assert sm.gate_trial(d1, [], 1.0, levels=levels)[2].dtype == bool
+
+
+def test_calibrate_threshold_hands_its_settings_on(folds, monkeypatch):
+    d1, d2 = folds
+    trials = _spy(monkeypatch, risk_gate, "gate_trial")
+    walks = _spy(monkeypatch, risk_gate, "ltt_threshold")
+    decide = sm.RememberedDecisions()
+    sm.calibrate_threshold(d1, d2, 1.0, alpha=0.3, delta=0.05, levels=sm.acceptance_levels(), recovery=False,
+                           decide=decide, start=0.5, execute="original")
+    assert {k: v for k, v in trials[0][1].items() if k != "levels"} == dict(recovery=False, decide=decide,
+                                                                            execute="original")
+    assert walks[0][1] == dict(alpha=0.3, delta=0.05, start=0.5)
+
+
+def test_selecting_among_no_certified_family(monkeypatch):
+    assert sm.select_certified([], alpha=0.2, delta=0.1) == (-1, math.inf, 0)
+    walks = _spy(monkeypatch, risk_gate, "ltt_threshold")
+    risky = (np.array([1.0, 0.5]), np.ones(40), np.ones(40, bool))  # every accepted group reverses
+    assert sm.select_certified([risky, risky], alpha=0.2, delta=0.1) == (-1, math.inf, 0)
+    assert [w[1]["start"] for w in walks] == [0.0, 0.0] and [w[1]["delta"] for w in walks] == [0.05, 0.05]

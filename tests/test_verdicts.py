@@ -132,3 +132,14 @@ def test_edges_by_hand_zero_variance_two_seed_cells_losses_and_judge_order():
     assert table["verdict"].tolist() == ["loss", "loss"]
     empty, checks = verdicts(frame[frame["agent"] == "grpo"])
     assert empty.empty and checks["judge"].tolist() == ["realistic", "learned"]
+
+
+def test_two_seed_cells_count_in_the_pool_and_a_two_seed_baseline_gets_verdicts():
+    rows, check = judge_tests({"grpo": np.array([0.50, 0.52]), "a": np.array([0.40, 0.42, 0.41])})
+    assert [(r["agent"], r["n_baseline"]) for r in rows] == [("a", 2)]
+    assert check["pooled_df"] == 1 + 2 and rows[0]["df"] == 3.0
+
+
+def test_welch_reports_its_satterthwaite_degrees_of_freedom():
+    x, y = np.array([0.5, 0.52, 0.55, 0.49]), np.array([0.4, 0.3, 0.45])
+    assert compare(x, y, None)["df"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).df)

@@ -56,11 +56,8 @@ def _judges_measure(args: argparse.Namespace) -> int:
 
 
 def _judges_overoptimisation(args: argparse.Namespace) -> int:
-    from ..harness.overoptimisation import (
-        curves,
-        overoptimisation,
-        plot_overoptimisation,
-    )
+    from ..harness.overoptimisation import curves, overoptimisation
+    from ..harness.report import plot_overoptimisation
     from ..harness.rundir import write_json
     from ..leaderboard.submission import run_folders
 

@@ -30,7 +30,7 @@ def curves(runs: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray]:
     return judge, true
 
 
-def _blocks(values: np.ndarray, block: int) -> np.ndarray:
+def block_means(values: np.ndarray, block: int) -> np.ndarray:
     """(S, T) → (S, ⌊T/block⌋) block means."""
     n = values.shape[1] // block
     return values[:, : n * block].reshape(values.shape[0], n, block).mean(axis=2)
@@ -38,7 +38,7 @@ def _blocks(values: np.ndarray, block: int) -> np.ndarray:
 
 def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) -> dict[str, Any]:
     """The statistics of the module docstring from (S, T) per-step curves."""
-    judge_blocks, true_blocks = _blocks(judge, block), _blocks(true, block)
+    judge_blocks, true_blocks = block_means(judge, block), block_means(true, block)
     mean_true = true_blocks.mean(axis=0)
     peak = int(np.argmax(mean_true))
     drops = true_blocks[:, peak] - true_blocks[:, -1]  # per seed, at the peak block of the seed mean
@@ -77,28 +77,3 @@ def held_out_overoptimisation(grid: Sequence[int], true: np.ndarray) -> dict[str
     se = float(drops.std(ddof=1) / np.sqrt(len(drops))) if len(drops) > 1 else float("nan")
     return {"peak_step": int(grid[peak]), "true_peak": float(mean[peak]), "true_end": float(mean[-1]),
             "drop": float(drops.mean()), "drop_se": se}
-
-
-def plot_overoptimisation(  # pragma: no mutate block (a figure is looked at, not tested)
-    judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20,
-) -> None:
-    """Judge and true score per step (mean over seeds, a band of ±1 SE), the block means on top."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    with matplotlib.rc_context({"text.parse_math": False}):  # a title is drawn as written, never as mathtext
-        fig = Figure(figsize=(7, 4))  # no pyplot, no backend: savefig renders with Agg
-        ax = fig.subplots()
-        steps = np.arange(1, judge.shape[1] + 1)
-        for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):
-            mean = values.mean(axis=0)
-            se = values.std(axis=0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
-            ax.plot(steps, mean, color=colour, lw=1, alpha=0.6)
-            ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.2)
-            blocks = _blocks(values, block).mean(axis=0)
-            centres = np.arange(len(blocks)) * block + (block + 1) / 2
-            ax.plot(centres, blocks, "o-", color=colour, lw=2, label=f"{label} ({block}-step means)")
-        ax.set(xlabel="training step", ylabel="score of the training samples", title=title)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)

@@ -14,6 +14,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from rich.table import Table
 
+from .overoptimisation import block_means
+
 Plot = TypeVar("Plot", bound=Callable[..., Any])
 
 
@@ -140,6 +142,27 @@ def _shade_calibrating(axes: np.ndarray, steps: np.ndarray, metrics: list[dict[s
         ax.axvspan(steps[0] - 0.5, end, color="grey", alpha=0.12, lw=0)
     axes[0, 1].text((steps[0] - 0.5 + end) / 2, 0.5, "window filling:\nnothing certified yet", ha="center",
                     va="center", fontsize=7, color="dimgrey")
+
+
+@literal_text
+def plot_overoptimisation(judge: np.ndarray, true: np.ndarray, path: Path, *, title: str, block: int = 20) -> None:
+    """Judge and true score per step (mean over seeds, a band of ±1 SE), the block means on top
+    (``overoptimisation``'s statistics drawn)."""
+    fig = Figure(figsize=(7, 4))  # no pyplot, no backend: savefig renders with Agg
+    ax = fig.subplots()
+    steps = np.arange(1, judge.shape[1] + 1)
+    for values, label, colour in ((judge, "judge's score", "tab:orange"), (true, "true score", "tab:blue")):
+        mean = values.mean(axis=0)
+        se = values.std(axis=0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
+        ax.plot(steps, mean, color=colour, lw=1, alpha=0.6)
+        ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.2)
+        blocks = block_means(values, block).mean(axis=0)
+        centres = np.arange(len(blocks)) * block + (block + 1) / 2
+        ax.plot(centres, blocks, "o-", color=colour, lw=2, label=f"{label} ({block}-step means)")
+    ax.set(xlabel="training step", ylabel="score of the training samples", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def summary_table(result: dict[str, Any]) -> Table:
