@@ -50,7 +50,7 @@ def test_seeds_without_diagnostics_are_left_out_and_missing_counts_are_zero():
 
 # ---------------------------------------------------------------- seed aggregation
 def test_the_bootstrap_is_scipys_percentile_interval_over_seeds_reproducibly():
-    per_seed = np.array([[0.1, 0.3], [0.2, 0.5], [0.4, 0.4], [0.3, 0.2]])
+    per_seed = np.random.default_rng(1).random((12, 2))  # enough seeds that 2,000 resamples is not 2,001
     means = per_seed.mean(axis=1)
     expected = bootstrap((means,), np.mean, n_resamples=2000, confidence_level=0.9, method="percentile",
                          random_state=np.random.default_rng(5)).confidence_interval
@@ -148,8 +148,11 @@ def test_overoptimisation_by_hand():
                 "judge_gain": 0.4, "judge_minus_true_end": 0.35}
     assert out.keys() == expected.keys()
     assert out == {k: pytest.approx(v) for k, v in expected.items()}
-    one = overoptimisation(judge[:1], true[:1], block=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one seed has no spread to compute, not a NaN from a warning
+        one = overoptimisation(judge[:1], true[:1], block=2)
     assert math.isnan(one["drop_se"]) and math.isnan(one["drop_in_se"])
+    assert overoptimisation(np.tile(judge, 10), np.tile(true, 10))["block"] == 20  # blocks of 20 steps by default
     flat = overoptimisation(judge, np.array([[0.4, 0.4, 0.2, 0.2], [0.5, 0.5, 0.3, 0.3]]), block=2)
     assert flat["drop_se"] == 0.0 and math.isnan(flat["drop_in_se"])  # every seed drops 0.2: no spread to divide by
 
@@ -162,7 +165,9 @@ def test_held_out_curves_by_hand():
     assert held_out_grid([[{"step": 0, "true_score": 0.3}]], steps=10, every=0)[0] == [0, 10]
     out = held_out_overoptimisation(grid, values)
     assert out == pytest.approx({"peak_step": 20, "true_peak": 0.475, "true_end": 0.425, "drop": 0.05, "drop_se": 0.05})
-    assert math.isnan(held_out_overoptimisation(grid, values[:1])["drop_se"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(held_out_overoptimisation(grid, values[:1])["drop_se"])
 
 
 def test_curves_keep_the_steps_every_run_has(tmp_path):
@@ -173,3 +178,8 @@ def test_curves_keep_the_steps_every_run_has(tmp_path):
     judge, true = curves([tmp_path / "a", tmp_path / "b"])
     assert judge.shape == true.shape == (2, 2) and true.dtype == float
     assert judge.tolist() == [[0.0, 0.1], [0.0, 0.1]] and true.tolist() == [[0.0, 0.2], [0.0, 0.2]]
+
+
+def test_the_length_shift_counts_an_empty_response_as_one_word():
+    p = NoiseProfile(name="p", false_positive=RATES_01, false_negative=RATES_01, length_bias=0.5, reference_words=4)
+    assert p.length_shift(np.array([0, 1, 8])).tolist() == [-1.0, -1.0, 0.5]

@@ -69,13 +69,23 @@ def test_the_polish_solves_the_kkt_system_on_the_active_bounds(index):
     assert _kkt_residual(K, polished, low, high) < 1e-9 < _kkt_residual(K, rough, low, high)
 
 
-def test_the_polish_releases_the_bound_held_with_the_most_wrong_sign():
+@pytest.mark.parametrize("order", [[0, 1, 2], [2, 1, 0]])
+def test_the_polish_releases_the_bound_held_with_the_most_wrong_sign(order):
     """min a₀² + 2a₁² + 3a₂² over Σa = 0, −1 ≤ a ≤ 1, a₁ ≥ 0.2: the optimum holds a₁ at 0.2 and has
     a₀ = −0.15, a₂ = −0.05 (a₀ = 3a₂, a₀ + a₂ = −0.2). Started with a₀ and a₁ at their lower bounds, both
     multipliers have the wrong sign (3.4 and 2.0): releasing a₀'s, the larger, reaches the optimum; releasing
     a₁'s first would leave the box on the next solve."""
+    K = np.diag([1.0, 2.0, 3.0])[np.ix_(order, order)]  # (and the same with the coordinates reversed)
+    low, high = np.array([-1.0, 0.2, -1.0])[order], np.ones(3)
+    polished = recovery._polish(K, np.array([-1.0, 0.2, 0.8])[order], low, high)
+    assert np.allclose(polished, np.array([-0.15, 0.2, -0.05])[order], atol=1e-15)
+
+
+def test_the_polish_may_release_as_many_bounds_as_coordinates():
+    """Every coordinate starts at a bound, (−1, 0.2, 0.8) with a₂ ≤ 0.8: the polish releases a₂ (multiplier
+    2.4), then a₀ (3.4), and only its third solve is the optimum (−0.15, 0.2, −0.05)."""
     K = np.diag([1.0, 2.0, 3.0])
-    low, high = np.array([-1.0, 0.2, -1.0]), np.ones(3)
+    low, high = np.array([-1.0, 0.2, -1.0]), np.array([1.0, 1.0, 0.8])
     polished = recovery._polish(K, np.array([-1.0, 0.2, 0.8]), low, high)
     assert np.allclose(polished, [-0.15, 0.2, -0.05], atol=1e-15)
 

@@ -9,7 +9,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from setgrpo_bench.leaderboard.verdicts import compare, holm, homogeneity, judge_tests, verdicts
+from setgrpo_bench.leaderboard.verdicts import (
+    checks_display,
+    compare,
+    holm,
+    homogeneity,
+    judge_tests,
+    verdict_display,
+    verdicts,
+)
 
 PAGES = 400  # simulated pages per rate
 
@@ -143,3 +151,16 @@ def test_two_seed_cells_count_in_the_pool_and_a_two_seed_baseline_gets_verdicts(
 def test_welch_reports_its_satterthwaite_degrees_of_freedom():
     x, y = np.array([0.5, 0.52, 0.55, 0.49]), np.array([0.4, 0.3, 0.45])
     assert compare(x, y, None)["df"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).df)
+
+
+def test_the_page_shows_each_verdict_and_check_as_written():
+    table = pd.DataFrame([{"judge": "clean", "agent": "a", "n": 5, "n_baseline": 3, "diff": 0.0123, "ci_low": -0.004,
+                           "ci_high": 0.0286, "p": 0.0412, "p_adjusted": 0.612, "test": "pooled", "verdict": "tie"}])
+    assert verdict_display(table).to_dict("records") == [{
+        "judge": "clean", "agent": "a", "seeds": "5 v 3", "Δ vs grpo": "+0.012", "95% CI": "[-0.004, +0.029]",
+        "p": "0.0412", "Holm p": "0.612", "test": "pooled", "verdict": "tie"}]
+    checks = pd.DataFrame([{"judge": "clean", "levene_p": 0.51234, "test": "pooled", "pooled_df": 12},
+                           {"judge": "learned", "levene_p": 0.01, "test": "Welch", "pooled_df": None}])
+    assert checks_display(checks).to_dict("records") == [
+        {"judge": "clean", "Levene p": "0.512", "seed variance": "pooled (12 df)"},
+        {"judge": "learned", "Levene p": "0.01", "seed variance": "Welch (not pooled)"}]

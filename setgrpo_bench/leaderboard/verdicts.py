@@ -134,5 +134,5 @@ def verdict_display(table: pd.DataFrame) -> pd.DataFrame:
 def checks_display(checks: pd.DataFrame) -> pd.DataFrame:
     """Each judge's homogeneity check, as the page shows it."""
     return pd.DataFrame({"judge": checks["judge"], "Levene p": [f"{p:.3g}" for p in checks["levene_p"]],
-                         "seed variance": [f"pooled ({df} df)" if t == "pooled" else "Welch (not pooled)"
+                         "seed variance": [f"pooled ({int(df)} df)" if t == "pooled" else "Welch (not pooled)"
                                            for t, df in zip(checks["test"], checks["pooled_df"])]})
