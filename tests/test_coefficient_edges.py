@@ -91,3 +91,17 @@ def test_the_noise_corrected_rule_passes_grpos_parameters_on():
     raw = grpo_coefficients(scores, std_floor=0.0, eps=0.0)
     assert np.allclose(noise_corrected_coefficients(np.zeros(3), std_floor=0.0, eps=0.0, **kwargs), raw, rtol=1e-12)
     assert not np.allclose(grpo_coefficients(scores), raw, rtol=1e-6)  # the defaults differ: the pass-on is seen
+
+
+def test_a_plugins_rule_joins_the_built_in_ones_and_cannot_replace_one(monkeypatch):
+    from setgrpo_bench.agents import coefficients, plugins
+
+    def mine(rewards, **_):
+        return rewards - rewards.min()
+
+    monkeypatch.setattr(plugins, "plugin_rules", lambda: {"mine": ("dist-a", mine), "grpo": ("dist-b", mine)})
+    coefficients._warn_once.cache_clear()
+    with pytest.warns(UserWarning, match="plugin dist-b: its coefficient rule 'grpo' is not loaded"):
+        rules = coefficients.coefficient_rules()
+    assert rules["mine"] is mine and rules["grpo"] is grpo_coefficients
+    assert set(rules) == {*COEFFICIENT_RULES, "mine"}

@@ -5,6 +5,7 @@ the stopping rule's audits."""
 import json
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from scipy.stats import bootstrap
 from setgrpo_bench.agents.base import Groups, RuleAgent
 from setgrpo_bench.agents.config import StopSettings
 from setgrpo_bench.agents.stopping import StoppingAgent, audit_gap
+from setgrpo_bench.catalog import ENV_VAR
+from setgrpo_bench.errors import UnknownNameError
 from setgrpo_bench.graders import NoiseProfile
 from setgrpo_bench.graders.noise import HERMITE, load_profile
 from setgrpo_bench.harness.overoptimisation import (
@@ -183,3 +186,21 @@ def test_curves_keep_the_steps_every_run_has(tmp_path):
 def test_the_length_shift_counts_an_empty_response_as_one_word():
     p = NoiseProfile(name="p", false_positive=RATES_01, false_negative=RATES_01, length_bias=0.5, reference_words=4)
     assert p.length_shift(np.array([0, 1, 8])).tolist() == [-1.0, -1.0, 0.5]
+
+
+def test_a_profile_loads_from_a_yaml_path_of_either_suffix_and_only_from_one(tmp_path):
+    text = (Path(__file__).parents[1] / "graders" / "realistic.yaml").read_text()
+    (tmp_path / "mine.yml").write_text(text)
+    (tmp_path / "mine.txt").write_text(text)
+    assert load_profile(tmp_path / "mine.yml") == load_profile("realistic")
+    with pytest.raises(UnknownNameError, match="noise profile"):
+        load_profile(tmp_path / "mine.txt")
+
+
+def test_a_profile_in_a_catalog_added_later_is_found(tmp_path, monkeypatch):
+    load_profile("realistic")  # the catalog's profiles are read and kept
+    (tmp_path / "graders").mkdir()
+    text = (Path(__file__).parents[1] / "graders" / "realistic.yaml").read_text()
+    (tmp_path / "graders" / "later.yaml").write_text(text.replace("name: realistic", "name: later"))
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert load_profile("later").name == "later"
