@@ -42,7 +42,7 @@ def test_a_run_without_some_counts_and_with_no_finite_q():
     steps = [{"n_audited": 2, "n_covered_ref": 1, "q": None}, {"n_audited": 3, "q": math.inf}]
     out = summarise_diagnostics(steps)
     assert out["n_audited"] == 5 and out["n_covered_ref"] == 1 and out["coverage_ref"] == 0.2
-    assert out["q"] is None and "tau" not in out or out.get("tau") is None
+    assert out["q"] is None and out["tau"] is None  # no finite q; no step logged τ̂
 
 
 def test_seeds_without_diagnostics_are_left_out_and_missing_counts_are_zero():
