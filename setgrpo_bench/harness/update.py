@@ -77,6 +77,32 @@ def micro_batches(rollout: Rollout, accepted: torch.Tensor, size: int) -> list[t
     return out + ([torch.cat(current)] if current else [])
 
 
+def step_measured(optimizer: torch.optim.Optimizer) -> float:
+    """``optimizer.step()`` taken one parameter at a time, returning ‖Δθ‖ of the step. Only one
+    parameter's copy is held at a time, not the model's (on a 7B model a full copy costs as much
+    memory as the weights). AdamW updates each parameter from its own gradient and state alone, so the
+    weights and the optimiser's state are those of one ``step()`` over all parameters, bit for bit."""
+    groups = optimizer.param_groups
+    held = [group["params"] for group in groups]
+    squared = 0.0
+    try:
+        for group in groups:
+            group["params"] = []
+        for group, params in zip(groups, held):
+            for param in params:
+                if param.grad is None:
+                    continue
+                before = param.detach().clone()
+                group["params"] = [param]
+                optimizer.step()
+                squared += float(((param.detach() - before) ** 2).sum())
+            group["params"] = []
+    finally:
+        for group, params in zip(groups, held):
+            group["params"] = params
+    return math.sqrt(squared)
+
+
 class PolicyUpdate:
     """The optimiser (AdamW), the frozen KL model (β > 0) and both update paths."""
 
@@ -94,15 +120,12 @@ class PolicyUpdate:
         acc = torch.tensor(decision.accepted.reshape(-1), dtype=torch.bool, device=device)
         if not acc.any():
             return dict(NO_UPDATE)
-        before = [p.detach().clone() for p in self.policy.model.parameters()]
         if geometry is not None and geometry.gradients is not None:
             stats = self.from_gradients(rollout, coef, acc, geometry)
         else:
             stats = self.passes(rollout, coef, acc)
         self.engine.sync_weights()
-        # ‖Δθ‖ of the whole update: what the optimiser did with the gradient (AdamW rescales it)
-        moved = sum(float(((p.detach() - b) ** 2).sum()) for p, b in zip(self.policy.model.parameters(), before))
-        return {**stats, "param_step": math.sqrt(moved), "stepped": 1.0}
+        return {**stats, "stepped": 1.0}
 
     def passes(self, rollout: Rollout, coef: torch.Tensor, acc: torch.Tensor) -> dict[str, float]:
         """μ passes of the GRPO objective over the accepted responses."""
@@ -117,6 +140,7 @@ class PolicyUpdate:
         fixed = [self._fixed_logprobs(part) for part in micro]  # π_old (and π_ref, IS weights) per part
         # The model stays in eval mode: dropout would make log π_θ differ from the sampling policy's
         # log-probabilities even before any update, biasing the ratio (TRL disables it likewise).
+        path = 0.0
         for _ in range(o.mu):
             self.optimizer.zero_grad(set_to_none=True)
             loss, stats, tokens = 0.0, np.zeros(3), 0.0
@@ -129,9 +153,11 @@ class PolicyUpdate:
                 weight = float(part.response_mask.sum())
                 loss, tokens = loss + part_loss.item(), tokens + weight
                 stats += weight * np.array([part_stats.clip_fraction, part_stats.ratio_mean, part_stats.kl])
-            grad_norm = self._clip_and_step()
+            grad_norm, moved = self._clip_and_step()
+            path += moved
         clip_fraction, ratio_mean, kl = stats / max(tokens, 1.0)
-        return {"loss": loss, "clip_fraction": clip_fraction, "ratio_mean": ratio_mean, "kl": kl, "grad_norm": grad_norm}
+        return {"loss": loss, "clip_fraction": clip_fraction, "ratio_mean": ratio_mean, "kl": kl, "grad_norm": grad_norm,
+                "param_step": path}
 
     def from_gradients(self, rollout: Rollout, coef: torch.Tensor, acc: torch.Tensor, geometry: Geometry) -> dict[str, float]:
         """One optimiser step with ∇L = Σ_i κ_i φ_i. κ_i w_i = ∂L/∂log π(o_it), read off the GRPO loss
@@ -152,18 +178,19 @@ class PolicyUpdate:
         kappa = per_token[rows].sum(dim=1) / mask[rows].sum(dim=1).clamp(min=1) / weights
         for k, param in enumerate(self.geometry.params.values()):
             param.grad = geometry.gradients.combine(k, kappa).view_as(param)
-        grad_norm = self._clip_and_step()
+        grad_norm, moved = self._clip_and_step()
         return {"loss": loss.item(), "clip_fraction": stats.clip_fraction, "ratio_mean": stats.ratio_mean,
-                "kl": stats.kl, "grad_norm": grad_norm}
+                "kl": stats.kl, "grad_norm": grad_norm, "param_step": moved}
 
-    def _clip_and_step(self) -> float:
-        """Clip the gradient, refuse a non-finite one (before the optimiser sees it), step."""
+    def _clip_and_step(self) -> tuple[float, float]:
+        """Clip the gradient, refuse a non-finite one (before the optimiser sees it), step: the gradient's
+        norm and ‖Δθ‖, what the optimiser did with it (AdamW rescales it)."""
         model = self.policy.model
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), self.config.objective.max_grad_norm))
         self._check_finite("gradient norm", grad_norm)
-        self.optimizer.step()
+        moved = step_measured(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
-        return grad_norm
+        return grad_norm, moved
 
     def _check_finite(self, what: str, value: float) -> None:
         if not np.isfinite(value):
