@@ -56,17 +56,29 @@ def test_a_manifest_may_list_weights_the_board_does_not_keep_but_not_other_weigh
     assert any("model.safetensors differs from the run's manifest" in p for p in verify_entry(entry, runs))
 
 
-def test_an_entry_that_differs_from_its_runs_names_the_fields_macro_first_and_counts_the_rest(runs):
+@pytest.mark.parametrize("edited, tail", [(1, ""), (5, ""), (6, " and 1 more"), (7, " and 2 more")])
+def test_an_entry_that_differs_from_its_runs_names_six_fields_macro_first_and_counts_the_rest(runs, edited, tail):
     entry = copy.deepcopy(_entry(GRPO))
-    for name in list(entry["results"])[:7]:
-        entry["results"][name]["judge_score"] += 0.01
     entry["macro"]["judge_score"] += 0.01
+    entry["groups"]["health"]["judge_score"] += 0.01  # sorts before "macro." but is named after it
+    names = list(entry["results"])[:edited - 1]
+    for name in names:
+        entry["results"][name]["judge_score"] += 0.01
     [problem] = verify_entry(entry, runs)
-    shown = sorted(f"results.{n}.judge_score" for n in list(entry["results"])[:7])[:5]
-    assert problem == f"differs from what its runs in {runs} give: macro.judge_score, {', '.join(shown)} and 2 more"
+    shown = ["groups.health.judge_score", *sorted(f"results.{n}.judge_score" for n in names)][:5]
+    assert problem == f"differs from what its runs in {runs} give: {', '.join(['macro.judge_score', *shown])}{tail}"
 
 
-def test_runs_that_cannot_be_published_again_are_named(runs):
+def test_an_entry_is_rebuilt_under_its_own_name_and_schema(tmp_path):
+    shutil.copytree(SHIPPED / "runs" / GRPO, tmp_path / "renamed")
+    entry = {**_entry(GRPO), "name": "renamed"}
+    assert verify_entry(entry, tmp_path) == [] and rebuild_entry(entry, tmp_path)["name"] == "renamed"
+    old = _entry(GRPO, SHIPPED / "v1")  # schema 2
+    shutil.copytree(SHIPPED / "v1" / "runs" / GRPO, tmp_path / "v1" / GRPO)
+    assert old["schema_version"] == 2 and verify_entry(old, tmp_path / "v1") == []
+
+
+def test_runs_that_cannot_make_the_entry_again_are_named(runs):
     shutil.rmtree(runs / GRPO / "seed1")
     shutil.copytree(SHIPPED / "runs" / SETGRPO / "seed1", runs / GRPO / "seed1")  # another agent's run
     problems = verify_entry(_entry(GRPO), runs)
@@ -82,7 +94,7 @@ def test_entry_differences_compare_numbers_within_a_relative_and_an_absolute_tol
     assert entry_differences({"a": {"b": [1.0, 2.0]}}, {"a": {"b": [1.0, 2.001]}}) == ["a.b.1"]
 
 
-def test_entry_differences_keep_publish_time_aside_only_at_the_top_and_booleans_exact():
+def test_entry_differences_keep_date_and_hash_aside_only_at_the_top_and_booleans_exact():
     assert entry_differences({"date": "a", "git_hash": "b"}, {"date": "c", "git_hash": "d"}) == []
     assert entry_differences({"runs": [{"date": "a"}]}, {"runs": [{"date": "c"}]}) == ["runs.0.date"]
     assert entry_differences({"flag": True}, {"flag": 1 + 1e-12}) == ["flag"]  # a boolean is not a number
@@ -110,14 +122,23 @@ def test_an_honest_run_has_no_problem():
     (lambda c, r, m: r["final"].update(macro_true_score=0.9), "eval.json: the final macro_true_score 0.9 is not what"),
     (lambda c, r, m: r["initial"].update(domain_macro_judge_score=0.9), "eval.json: the initial domain_macro_judge_score 0.9"),
     (lambda c, r, m: r["final"].update(macro_judge_score_se=0.9), "eval.json: the final macro_judge_score_se 0.9"),
+    (lambda c, r, m: r["final"].update(macro_true_score_se=0.9), "eval.json: the final macro_true_score_se 0.9"),
     (lambda c, r, m: r["final"]["domains"]["health"].update(true_score_se=0.9),
      "eval.json: the final health scores are not the mean of its benchmarks"),
+    (lambda c, r, m: r["final"]["domains"]["health"].update(true_score=0.9),
+     "eval.json: the final health scores are not the mean of its benchmarks"),
+    (lambda c, r, m: r["initial"]["domains"]["writing"].update(judge_score=0.9),
+     "eval.json: the initial writing scores are not the mean of its benchmarks"),
     (lambda c, r, m: r["final"]["domains"].pop("science"), "eval.json: the final science scores are not the mean"),
     (lambda c, r, m: r.update(grader_calls=r["grader_calls"] + 1), "eval.json: grader_calls "),
     (lambda c, r, m: r.update(audit_calls=r["audit_calls"] + 1), "eval.json: audit_calls "),
     (lambda c, r, m: r.update(grader_cost=r["grader_cost"] * 1.001), "eval.json: grader_cost "),
     (lambda c, r, m: r["diagnostics"].update(tau=0.5), "eval.json: SetGRPO statistics ['tau'] are not what"),
+    (lambda c, r, m: r["diagnostics"].update(made_up=0.5), "eval.json: SetGRPO statistics ['made_up'] are not what"),
+    (lambda c, r, m: r["diagnostics"].update(q=0.5, tau=0.5, n_accepted=1, n_audited=1, coverage_ref=0.5),
+     "eval.json: SetGRPO statistics ['coverage_ref', 'n_accepted', 'n_audited', 'q'] are not what"),  # the first 4
     (lambda c, r, m: r["updates"].update(param_step=0.5), "eval.json: update statistics ['param_step'] are not what"),
+    (lambda c, r, m: r["updates"].update(made_up=0.5), "eval.json: update statistics ['made_up'] are not what"),
     (lambda c, r, m: m.records[3].update(step=3), "metrics.jsonl: step 3 is logged more than once; step 4 is missing"),
 ])
 def test_each_contradiction_in_a_run_is_named(edit, expected):
@@ -134,6 +155,34 @@ def test_a_run_with_a_step_missing_names_it_and_the_sums_it_breaks():
     assert problems[:2] == ["metrics.jsonl: step 5 is missing",
                             f"eval.json: grader_calls {result['grader_calls']} is not the sum over metrics.jsonl "
                             f"({result['grader_calls'] - lost})"]
+
+
+def test_run_numbers_agree_within_a_relative_and_an_absolute_tolerance():
+    config, result, metrics = _run()
+    assert result["diagnostics"]["q"] == 0.0
+    result["diagnostics"]["q"] = 5e-10  # near zero the absolute tolerance decides
+    result["grader_cost"] *= 1 + 5e-10  # a large sum: the relative one
+    assert run_problems(config, result, metrics) == []
+
+
+def test_both_evaluations_are_checked_even_when_the_first_has_no_scores():
+    config, result, metrics = _run()
+    result["initial"]["per_env"] = {}
+    result["final"]["macro_true_score"] = 0.9
+    problems = run_problems(config, result, metrics)
+    assert problems[0] == "eval.json: the initial evaluation has no per-benchmark scores"
+    assert problems[1].startswith("eval.json: the final macro_true_score 0.9 is not what") and len(problems) == 2
+
+
+def test_a_metrics_record_without_a_call_count_counts_none():
+    config, result, metrics = _run(GRPO)
+    lost = metrics.records[2].pop("grader_calls")
+    for record in metrics.records:
+        del record["audit_calls"]
+    result["audit_calls"] = result["grader_calls"]
+    problems = run_problems(config, result, metrics)
+    assert problems == [f"eval.json: {key} {result[key]} is not the sum over metrics.jsonl ({result[key] - lost})"
+                        for key in ("grader_calls", "audit_calls")]
 
 
 def test_a_run_made_before_updates_were_logged_is_checked_without_them():
@@ -185,11 +234,27 @@ def _edited(change, board: Path = SHIPPED) -> list[str]:
     (lambda e: e["results"]["ClinicalHandoff"].update(true_score_se=0.5),
      "results.ClinicalHandoff: true_score and true_score_se are not the mean and SE of its per_seed scores"),
     (lambda e: e["results"]["ClinicalHandoff"]["per_seed"].pop(), "results.ClinicalHandoff.per_seed must hold one score"),
-    (lambda e: e.update(seeds=[0, 2, 3]), "seeds: [0, 2, 3]; an entry's seeds are 0..k−1 ([0, 1, 2] for 3 seeds)"),
+    (lambda e: e.update(seeds=[0, 2, 3]), "seeds: [0, 2, 3]; an entry's seeds are 0..k−1 ([0, 1, 2] for 3 seeds), so that "
+     "none can be chosen for its result: run the missing seeds and publish all of them"),
 ])
 def test_each_contradiction_in_an_entry_is_named(change, expected):
     problems = _edited(change)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_a_benchmarks_score_must_be_the_mean_of_its_seeds():
+    def moved(entry):
+        entry["results"]["ClinicalHandoff"]["true_score"] += 0.001  # its CI still holds it
+    assert "results.ClinicalHandoff: true_score and true_score_se are not the mean and SE of its per_seed scores" in \
+        _edited(moved)
+
+
+def test_two_seeds_are_enough_for_an_entry():
+    def two_seeds(entry):
+        entry["seeds"] = [0, 1]
+        for result in entry["results"].values():
+            result["per_seed"] = result["per_seed"][:2]
+    assert not [p for p in _edited(two_seeds) if p.startswith("seeds")]
 
 
 def test_an_entry_of_one_seed_is_refused_and_a_ci_may_touch_its_estimate():

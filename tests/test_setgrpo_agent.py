@@ -300,7 +300,7 @@ def _synthetic_samples(rng, n, G=6, noise=0.3):
         observed, reference = truth + rng.normal(scale=noise * 0.1, size=G), truth + rng.normal(scale=0.01, size=G)
         F = rng.normal(size=(G, G))
         out.append(GroupSample(grpo_coefficients(observed), grpo_coefficients(reference),
-                               sm.response_scales(observed, np.full(G, 0.05)), F @ F.T, grpo_coefficients(truth)))
+                               sm.response_scales(observed, np.full(G, 0.05)), F @ F.T, a_true=grpo_coefficients(truth)))
     return out
 
 

@@ -35,12 +35,12 @@ class Judge:
         return [None if c.startswith("bad") else (len(c) % 10) / 10 + self.offset for c in completions]
 
 
-def _trainer(model=None, processes: int = 1, rank: int = 0, **settings) -> SetGRPOTrainer:
+def _trainer(model=None, processes: int = 1, rank: int = 0, loss_type: str = "grpo", **settings) -> SetGRPOTrainer:
     """A SetGRPOTrainer with the state its decision path reads, built without TRL's trainer."""
     trainer = SetGRPOTrainer.__new__(SetGRPOTrainer)
     trainer.num_generations = G
     trainer.accelerator = SimpleNamespace(num_processes=processes, process_index=rank, unwrap_model=lambda m: m)
-    trainer.args = SimpleNamespace(temperature=1.0, loss_type="grpo", max_completion_length=10)
+    trainer.args = SimpleNamespace(temperature=1.0, loss_type=loss_type, max_completion_length=10)
     trainer.model, trainer.geometry, trainer.last_decision = model, None, None
     trainer.agent = SetGRPOAgent(SetGRPOSettings(**{"window": 8, "warmup_groups": 4, "audit_fraction": 0.5,
                                                     "alpha": 0.3, **settings}), std_floor=0.05)
@@ -102,6 +102,43 @@ def test_work_is_shared_by_group_owner_and_gathered_in_the_order_asked(monkeypat
     assert asked == [[3, 5, 1]] and list(merged.items()) == [(4, "four"), (3, 30), (0, "zero"), (5, 50), (1, 10)]
 
 
+def test_a_batch_gathered_from_two_processes_pads_prompts_left_and_completions_right(monkeypatch):
+    trainer = _trainer(processes=2)
+    padded = []
+
+    def pad(t, dim, pad_first):
+        padded.append((dim, pad_first))
+        return t
+
+    trainer.accelerator.pad_across_processes, trainer.accelerator.gather = pad, lambda t: torch.cat([t, t + 100])
+    monkeypatch.setattr(trl_setgrpo, "gather_object", lambda rows: rows + rows)
+    inputs = [{"prompt": "p"}] * 4
+    trainer._scored = (inputs, ["p"] * 4, ["c0", "c1", "c2", "c3"], [[0], [1], [2], [3]], torch.zeros(4, 1))
+    tensors, *rows, spreads = trainer.generation_batch(_tensors(4))
+    assert padded == [(1, True), (1, True), (1, False), (1, False)]  # prompt_ids, prompt_mask, completion_*
+    assert torch.equal(tensors["completion_ids"], torch.cat([_tensors(4)["completion_ids"]] * 2) + torch.tensor(
+        [0] * 4 + [100] * 4)[:, None])
+    assert rows == [inputs * 2, ["p"] * 8, ["c0", "c1", "c2", "c3"] * 2, [[0], [1], [2], [3]] * 2]
+    assert spreads == [0.0] * 8  # no spreads reported: zeros
+    trainer.reward_funcs[0].last_spreads = [0.1, 0.2, 0.3, 0.4]
+    assert trainer.generation_batch(_tensors(4))[-1] == [0.1, 0.2, 0.3, 0.4] * 2
+
+
+@pytest.mark.parametrize("warmup_groups, calibrates_first", [(0, False), (1, True), (4, True)])
+def test_the_first_batch_only_calibrates_when_there_is_a_warm_up(small_policy, warmup_groups, calibrates_first):
+    from setgrpo_bench.policy import load_policy
+
+    policy = load_policy(small_policy)
+    trainer = _trainer(policy.model, warmup_groups=warmup_groups, calibrate=False, fixed_q=0.2, gate=False)
+    tasks = [load_env_benchmark("MedicationGuide").instance("train", i) for i in range(4)]
+    trainer.setgrpo_advantages(_batch(trainer, policy, tasks, seed=0))
+    assert (trainer.last_decision is None) == calibrates_first
+    if calibrates_first:  # every non-constant group of the warm-up batch is audited into the window
+        groups = trainer.groups(_batch(trainer, policy, tasks, seed=0), trainer._scored[4][:, 0].numpy(),
+                                trainer._scored[2], trainer.reward_funcs[0].last_spreads)
+        assert len(trainer.agent.window) == len(trainer.agent.observed(groups)) > 1
+
+
 def _batch(trainer, policy, tasks, seed):
     """A scored generation batch as TRL leaves it for SetGRPO (``_scored``) and TRL's output dict."""
     from setgrpo_bench.policy import GenerationConfig, TransformersEngine
@@ -121,8 +158,10 @@ def _batch(trainer, policy, tasks, seed):
 def test_the_advantages_are_the_agents_coefficients_after_a_calibration_only_first_batch(small_policy):
     from setgrpo_bench.policy import load_policy
 
+    from setgrpo_bench.harness.geometry import GradientGeometry
+
     policy = load_policy(small_policy)
-    trainer = _trainer(policy.model, calibrate=False, fixed_q=0.2, gate=False)
+    trainer = _trainer(policy.model, loss_type="dr_grpo", geometry="last:1", calibrate=False, fixed_q=0.2, gate=False)
     tasks = [load_env_benchmark("MedicationGuide").instance("train", i) for i in range(4)]
     first = trainer.setgrpo_advantages(_batch(trainer, policy, tasks, seed=0))
     assert torch.equal(first, torch.zeros(16)) and trainer.last_decision is None
@@ -141,7 +180,12 @@ def test_the_advantages_are_the_agents_coefficients_after_a_calibration_only_fir
     output = _batch(trainer, policy, tasks, seed=1)
     advantages = trainer.setgrpo_advantages(output)
     groups, grams, audits, decision = trainer.last_decision
+    spreads = np.nan_to_num(np.array(trainer.reward_funcs[0].last_spreads), nan=0.0).reshape(-1, G)
+    assert np.array_equal(groups.spreads, spreads) and spreads.any()  # the judge's own spreads, NaN as 0
     assert list(mine.needs(groups, rng, warmup=False).audits) == list(audits)
+    ours_k = GradientGeometry(policy.model, "last:1", temperature=1.0, loss_type="dr_grpo", max_new_tokens=10).grams(
+        groups.rollout, {b: groups.rows(b) for b in grams}).grams
+    assert grams.keys() == ours_k.keys() and all(np.array_equal(grams[b], ours_k[b]) for b in grams)
     ours = mine.decide(groups, grams, audits)
     ours.accepted[1] = False
     executed = np.where(ours.accepted, ours.coefficients, 0.0).reshape(-1)

@@ -189,6 +189,9 @@ class SetGRPOSettings:
     window: int = field_of(128, "SetGRPO: audited groups kept for calibration (split into D1 and D2 halves)", ge=4,
                      fix="D1 and D2 each need calibration groups.")
     warmup_groups: int = field_of(48, "SetGRPO: groups of the initial policy audited before the first update", ge=0)
+    drift_steps: int = field_of(0, "SetGRPO (c): test the window at α × GRPO's reversal rate in the window / its rate "
+                                "among the groups audited in the last drift_steps steps, when that is higher (0: at α)",
+                                ge=0)
     reference: Annotated[str, AfterValidator(lambda v: known_reference(v))] = field_of(
         "profile:expert", "reference grader for audits: 'profile:NAME' (an independent judge; default the 10×-cost "
         "'expert') or 'consensus:K' (K more calls of the same judge: shares its biases)")

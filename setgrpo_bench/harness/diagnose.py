@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from .suite import make_envs
 class GroupSample(sm.AuditedGroup):
     """One audited group: observed â, reference a*, scales σ, Gram K, and the true a_true."""
 
-    a_true: np.ndarray
+    a_true: np.ndarray = field(kw_only=True)
 
 
 def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
@@ -76,7 +76,7 @@ def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
             if a_ref is None or len(samples) >= n_groups:
                 continue
             a_true = group_coefficients("grpo", batch.true_scores[b][valid], std_floor=config.coefficients.std_floor)
-            samples.append(GroupSample(a_hat, a_ref, sigma, grams[b], a_true))
+            samples.append(GroupSample(a_hat, a_ref, sigma, grams[b], a_true=a_true))
     return samples
 
 

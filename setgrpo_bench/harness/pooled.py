@@ -91,3 +91,60 @@ def summarise_updates(metrics: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "param_step": float(np.mean([m["param_step"] for m in stepped])) if stepped else 0.0,
         "groups_per_executed_step": float(np.mean([m["groups_executed"] for m in stepped])) if stepped else 0.0,
     }
+
+
+BLOCK_STEPS = 20
+"""Steps per block of the certificate's drift diagnostics (``reversal_by_block``)."""
+AGE_EDGES = (10, 20, 30, 40)
+"""Edges (in steps) of the calibration window's mean age in ``reversal_by_age``: <10, 10–20, …, ≥40."""
+
+
+def _reversal(part: list[Mapping[str, Any]]) -> dict[str, Any]:
+    n = int(sum(m["n_audited_accepted"] for m in part))
+    k = int(sum(m["n_reversed_ref"] for m in part))
+    low, high = clopper_pearson(k, n) if n else (None, None)
+    return {"n_audited_accepted": n, "n_reversed_ref": k, "reversal_ref": k / n if n else None,
+            "reversal_ref_low": low, "reversal_ref_high": high}
+
+
+def reversal_by_block(metrics: Iterable[Mapping[str, Any]], block: int = BLOCK_STEPS) -> list[dict[str, Any]]:
+    """Reversal of the audited accepted groups against the reference per block of ``block`` steps
+    (1–20, 21–40, …), pooled over each block's counts with its exact interval: whether the gate's
+    certificate still holds as the policy moves away from the one its window saw."""
+    metrics = [m for m in metrics if "n_audited_accepted" in m]
+    last = max((int(m["step"]) for m in metrics), default=0)
+    return [{"first_step": start, "last_step": min(start + block - 1, last),
+             **_reversal([m for m in metrics if start <= m["step"] < start + block])}
+            for start in range(1, last + 1, block)]
+
+
+def reversal_by_age(metrics: Iterable[Mapping[str, Any]], edges: tuple[int, ...] = AGE_EDGES) -> list[dict[str, Any]]:
+    """The same reversal by the calibration window's mean age at the step (``window_age``, in steps):
+    flat when the certificate does not age; runs that did not log the age give none."""
+    metrics = [m for m in metrics if "n_audited_accepted" in m and m.get("window_age") is not None
+               and np.isfinite(m["window_age"])]
+    bounds = [0, *edges, None]
+    return [{"min_age": low, "max_age": high,
+             **_reversal([m for m in metrics if low <= m["window_age"] and (high is None or m["window_age"] < high)])}
+            for low, high in zip(bounds[:-1], bounds[1:])] if metrics else []
+
+
+def drift_diagnostics(metrics: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A SetGRPO run's certificate over time (``eval.json``'s ``drift``): by block of steps and by
+    the window's age (empty for agents that build no set)."""
+    metrics = [m for m in metrics if "n_audited_accepted" in m]
+    return {"blocks": reversal_by_block(metrics), "ages": reversal_by_age(metrics)} if metrics else {}
+
+
+def pool_drift(drifts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several runs' drift diagnostics pooled: each block's (and age bin's) counts summed over runs."""
+    drifts = [d for d in drifts if d]
+    out: dict[str, Any] = {}
+    for part, key in (("blocks", ("first_step", "last_step")), ("ages", ("min_age", "max_age"))):
+        rows: dict[tuple, list[dict[str, Any]]] = {}
+        for d in drifts:
+            for row in d.get(part, []):
+                rows.setdefault(tuple(row[k] for k in key), []).append(row)
+        out[part] = [{**dict(zip(key, where)), **_reversal(found)} for where, found in sorted(
+            rows.items(), key=lambda item: item[0][0])]
+    return out if drifts else {}

@@ -33,7 +33,7 @@ from .allocator import keep_freed_memory
 from .checkpoints import resume_from, save_checkpoint
 from .engines import make_engine
 from .evaluation import evaluate
-from .pooled import summarise_diagnostics, summarise_updates
+from .pooled import drift_diagnostics, summarise_diagnostics, summarise_updates
 from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
 from .reporting import Reporters
 from .rundir import (
@@ -143,6 +143,7 @@ def _run_record(config: TrainConfig, policy: Any, envs: list) -> dict[str, Any]:
 def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
             records: list[dict[str, Any]]) -> dict[str, Any]:
     """``eval.json``: both evaluations, the judge's calls and cost, SetGRPO's and the optimiser's statistics."""
+    drift = drift_diagnostics(records)
     return {
         "agent": config.run.agent, "oracle": config.grading.oracle, "seed": config.run.seed, "steps": config.run.steps,
         "initial": initial, "final": final,
@@ -152,6 +153,7 @@ def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
         "grader_cost": sum(r.get("grader_cost", r["grader_calls"]) for r in records),
         "diagnostics": summarise_diagnostics(records),
         "updates": summarise_updates(records),
+        **({"drift": drift} if drift else {}),
         **({"stopped_at_step": next((r["step"] for r in records if r.get("stopped")), None)}
            if config.stopping.stop != "none" else {}),
         **({"curve": held_out_curve(initial, records)} if config.run.eval_every else {}),

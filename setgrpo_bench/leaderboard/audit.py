@@ -3,14 +3,17 @@
 Hashes written by whoever published an entry prove nothing about that publisher: a forger edits a
 score, recomputes the averages and the manifest, and every consistency check passes. Re-execution does
 not trust the publisher. A run is deterministic given its config, seed, thread count, code and kind of
-machine, so re-running a recorded config must give its ``eval.json`` byte for byte and final weights
+machine, so re-running a recorded config must give its ``eval.json`` value for value and final weights
 whose SHA-256 is the one its manifest records. An audit draws k of an entry's seeds at audit time (the
 publisher cannot know which), re-runs each from its recorded ``config.json`` and compares:
 
-  full    eval_initial.json and eval.json byte for byte, every step's computed metrics, and the
+  full    eval_initial.json and eval.json value for value, every step's computed metrics, and the
           final weights' hash against the manifest (a whole run per seed)
-  quick   eval_initial.json byte for byte and the first N steps' computed metrics (seconds per seed;
+  quick   eval_initial.json value for value and the first N steps' computed metrics (seconds per seed;
           it proves the start of the run, not its end)
+
+Every field the recorded files hold is compared; a field today's code writes that the recorded run did
+not (a diagnostic added since) is not a contradiction and is left out of the comparison.
 
 Each audit is kept in ``<board>/audits/<entry name>.json`` with the seeds, date, package version, git
 hash and outcome, tied to the entry's runs (their manifests) so that a replaced entry is audited anew.
@@ -39,7 +42,7 @@ from rich.console import Console
 from .. import __version__
 from ..agents.config import TrainConfig
 from ..errors import SetgrpoBenchError
-from ..files import exists, read_bytes
+from ..files import exists
 from ..harness.rundir import (
     CONFIG,
     EVAL,
@@ -90,7 +93,7 @@ def latest_audit(submission: dict[str, Any], board: str | Path) -> dict[str, Any
 
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
-"""An audit's result: every seed re-executed to the same bytes; a seed differs on the machine it was made
+"""An audit's result: every seed re-executed to the same values; a seed differs on the machine it was made
 on (a rejection); a seed differs, but it was made on another kind of machine or did not record its own
 (floating-point kernels differ between CPUs, so nothing follows: audit it on the machine it names)."""
 
@@ -151,23 +154,36 @@ def _computed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if not is_measured(k)} for r in records]
 
 
+def _as_recorded(again: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """A re-executed record restricted to the fields the recorded run wrote: a field written only since
+    the run was recorded (a newer diagnostic) is new, not a contradiction; a recorded field the
+    re-execution lacks or computes otherwise still is."""
+    return {k: v for k, v in again.items() if k in recorded}
+
+
+def _same_file(recorded: Path, again: Path) -> bool:
+    mine = read_json(recorded)
+    return mine == _as_recorded(read_json(again), mine)
+
+
 def compare(recorded: Path, again: Path, *, steps: int | None) -> list[str]:
     """How the re-executed run ``again`` differs from the recorded one (empty: reproduced). ``steps``
     None compares the whole run, else the initial evaluation and the first ``steps`` steps."""
     problems = []
-    if read_bytes(recorded / EVAL_INITIAL) != read_bytes(again / EVAL_INITIAL):
+    if not _same_file(recorded / EVAL_INITIAL, again / EVAL_INITIAL):
         problems.append(f"{EVAL_INITIAL} differs from its re-execution (macro true score {_macro(recorded / EVAL_INITIAL)} "
                         f"recorded, {_macro(again / EVAL_INITIAL)} re-executed)")
     mine, theirs = (_computed(read_metrics(r / "metrics.jsonl").records) for r in (recorded, again))
     if steps is not None:
         mine = mine[:steps]
+    theirs = [_as_recorded(a, r) for a, r in zip(theirs, mine)] + theirs[len(mine):]
     if mine != theirs[:len(mine)] or len(theirs) < len(mine):
         first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
         fields = sorted(k for k in set(mine[first]) | set(theirs[first]) if mine[first].get(k) != theirs[first].get(k)) \
             if first < min(len(mine), len(theirs)) else ["missing steps"]
         problems.append(f"metrics.jsonl differs from step {first + 1} on ({', '.join(fields[:5])})")
     if steps is None:
-        if read_bytes(recorded / EVAL) != read_bytes(again / EVAL):
+        if not _same_file(recorded / EVAL, again / EVAL):
             problems.append(f"{EVAL} differs from its re-execution (macro true score {_macro(recorded / EVAL)} recorded, "
                             f"{_macro(again / EVAL)} re-executed)")
         weights = {k: v for k, v in read_json(recorded / MANIFEST)["files"].items() if k.endswith(WEIGHTS)}

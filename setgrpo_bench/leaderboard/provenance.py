@@ -24,7 +24,7 @@ import numpy as np
 from ..agents.presets import resolve_config
 from ..errors import SetgrpoBenchError
 from ..harness.averages import aggregate
-from ..harness.pooled import summarise_diagnostics, summarise_updates
+from ..harness.pooled import drift_diagnostics, summarise_diagnostics, summarise_updates
 from ..harness.rundir import MetricsFile, metrics_problems
 from .aggregate import SEED_LEVEL_SCHEMA, macro_se, mean_se, seed_level_se
 
@@ -81,6 +81,8 @@ def run_problems(config: Mapping[str, Any], result: Mapping[str, Any], metrics: 
         differing = [k for k in set(updates) | set(result["updates"]) if not _close(updates.get(k), result["updates"].get(k))]
         if differing:
             problems.append(f"eval.json: update statistics {sorted(differing)} are not what metrics.jsonl gives")
+    if "drift" in result and result["drift"] != drift_diagnostics(records):  # runs made before it have none
+        problems.append("eval.json: the reversal by block and by window age is not what metrics.jsonl gives")
     return problems
 
 
@@ -138,13 +140,14 @@ def _seed_level_problems(entry: Mapping[str, Any], domains: Mapping[str, str]) -
 
 
 def preset_problems(config: Mapping[str, Any]) -> list[str]:
-    """Settings in which a protocol run differs from its preset under that protocol (the seed, the
-    judge profile and where it ran aside): a board compares presets, not tuned variants."""
+    """Settings in which a protocol run differs from its preset under that protocol (the preset is
+    resolved at the run's seed and judge profile, so only those may differ from the preset's own; where
+    it ran is not a setting): a board compares presets, not tuned variants."""
     try:
         preset = resolve_config(config["agent"], {"protocol": config["protocol"], "noise": config["noise"],
                                                   "seed": config["seed"]}).experiment()
     except SetgrpoBenchError as exc:
         return [f"config: preset {config.get('agent')!r} cannot be resolved under {config.get('protocol')} ({exc})"]
-    differing = sorted(k for k, v in preset.items() if k in config and config[k] != v and k not in ("seed", "noise"))
+    differing = sorted(k for k, v in preset.items() if k in config and config[k] != v)
     return [f"config: {k}={config[k]!r} differs from preset {config['agent']!r} ({preset[k]!r}); board runs use the "
             "preset unchanged" for k in differing]

@@ -9,8 +9,9 @@ Each step, with the window as it was before the step:
   accept when the group is certifiable and s ≥ τ̂; accepted groups train with the GRPO loss on c
   (``execute: recovered``) or on â itself (``execute: original``: λ* only gates).
 Then (``update``) the step's audited groups enter the rolling window, alternately into D1 and D2
-(disjoint halves). The agent computes nothing but these formulas: the harness hands it the Gram
-matrices and the reference grades it asked for (``needs``).
+(disjoint halves); with ``drift_steps`` the gate tests the window at a level corrected for the policy's
+drift since its groups were audited (``drift_corrected_level``). The agent computes nothing but these
+formulas: the harness hands it the Gram matrices and the reference grades it asked for (``needs``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .calibration import Calibration, calibrate, quantile, threshold
 from .joint_set import in_set, response_scales
 from .recovery import decide_group, executed
 from .risk_gate import reversal
-from .window import AuditedGroup, RememberedDecisions
+from .window import AuditedGroup, RememberedDecisions, drift_corrected_level
 
 
 class SetGRPOAgent(Agent):
@@ -46,10 +47,20 @@ class SetGRPOAgent(Agent):
         self.warmup_groups = params.warmup_groups
         self.window: deque[tuple[int, AuditedGroup]] = deque(maxlen=params.window)  # (fold, group)
         self.audits = 0
+        self.step = 0  # updates seen: the warm-up's is step 0
         self._decide = RememberedDecisions()  # window groups are decided again at recurring radii
         self._observed: tuple[Groups, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] | None = None
 
     # ---------------------------------------------------------------- calibration
+    def gate_level(self) -> float:
+        """The level α at which the window certifies τ̂, corrected for drift (``drift_corrected_level``)."""
+        p = self.params
+        if not p.drift_steps or not self.window:
+            return p.alpha
+        ages = np.array([self.step - g.step for _, g in self.window])
+        reversed_ = np.array([reversal(g.a_hat, g.gram, g.a_ref) for _, g in self.window])  # GRPO's own update
+        return drift_corrected_level(p.alpha, ages, reversed_, recent=p.drift_steps)
+
     def fold(self, k: int) -> list[AuditedGroup]:
         """D1 (k = 0, for q) or D2 (k = 1, for τ̂)."""
         return [g for fold, g in self.window if fold == k]
@@ -62,10 +73,12 @@ class SetGRPOAgent(Agent):
         """τ̂ (module c): −∞ without the gate, ∞ (accept nothing) while C is unbounded."""
         return threshold(self.params, self.fold(0), self.fold(1), q, decide=self._decide)
 
-    def calibration(self) -> Calibration:
-        """(α_a, q, τ̂) for this step from the window (``calibrate``)."""
+    def calibration(self, alpha: float | None = None) -> Calibration:
+        """(α_a, q, τ̂) for this step from the window (``calibrate``), the gate at level ``alpha``
+        (default: the setting's α)."""
         self._decide.keep([g.gram for _, g in self.window])
-        return calibrate(self.params, self.fold(0), self.fold(1), decide=self._decide)
+        p = self.params if alpha is None else dataclasses.replace(self.params, alpha=alpha)
+        return calibrate(p, self.fold(0), self.fold(1), decide=self._decide)
 
     # ---------------------------------------------------------------- per group
     def observe(self, groups: Groups, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -106,7 +119,8 @@ class SetGRPOAgent(Agent):
 
     def decide(self, groups: Groups, grams: Grams, audits: Audits) -> Decision:
         p = self.params
-        calibration = self.calibration()
+        level = self.gate_level()
+        calibration = self.calibration(level)
         q, tau = calibration.q, calibration.tau
         coef = np.zeros_like(groups.rewards)
         accepted = np.zeros(groups.rewards.shape, dtype=bool)
@@ -122,17 +136,21 @@ class SetGRPOAgent(Agent):
             a_ref = self.reference_coefficients(audits[b], valid) if b in audits else None
             records.append(GroupRecord(b, valid, a_hat, sigma, rho, grams[b], trained, d.score,
                                        d.certifiable, take, a_ref))
-        return Decision(coef, accepted, self._stats(records, calibration, groups.n_groups), records)
+        stats = {**self._stats(records, calibration, groups.n_groups), "alpha_gate": level,
+                 # how old the calibration is: the mean age of the window's groups, in steps
+                 "window_age": float(np.mean([self.step - g.step for _, g in self.window])) if self.window else math.nan}
+        return Decision(coef, accepted, stats, records)
 
     def update(self, groups: Groups, grams: Grams, audits: Audits) -> None:
-        """Add the audited groups to the window, alternately to D1 and D2."""
+        """Add the audited groups to the window, alternately to D1 and D2; the step ends."""
         observed = self.observed(groups)
         for b in sorted(b for b in audits if b in observed):
             valid, a_hat, sigma = observed[b]
             a_ref = self.reference_coefficients(audits[b], valid)
             if a_ref is not None:
-                self.window.append((self.audits % 2, AuditedGroup(a_hat, a_ref, sigma, grams[b])))
+                self.window.append((self.audits % 2, AuditedGroup(a_hat, a_ref, sigma, grams[b], self.step)))
                 self.audits += 1
+        self.step += 1
 
     def _stats(self, records: list[GroupRecord], calibration: Calibration, n_groups: int) -> dict[str, float]:
         """Per-step diagnostics w.r.t. the reference grader; audited groups of this step are out of
@@ -145,7 +163,8 @@ class SetGRPOAgent(Agent):
         grpo = sum(float(r.a_hat @ r.gram @ r.a_hat) for r in records)
         n = max(len(records), 1)
         return {
-            "q": calibration.q, "tau": calibration.tau, "alpha_a": calibration.alpha_a, "window_d1": float(len(self.fold(0))), "window_d2": float(len(self.fold(1))),
+            "q": calibration.q, "tau": calibration.tau, "alpha_a": calibration.alpha_a,
+            "window_d1": float(len(self.fold(0))), "window_d2": float(len(self.fold(1))),
             "accepted_groups": sum(r.accepted for r in records) / n_groups,
             "acceptance_nonconstant": sum(r.accepted for r in records) / n,
             "uncertifiable": sum(not r.certifiable for r in records) / n,
@@ -163,9 +182,11 @@ class SetGRPOAgent(Agent):
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": [(fold, dataclasses.asdict(group)) for fold, group in self.window], "audits": self.audits}
+        return {"window": [(fold, dataclasses.asdict(group)) for fold, group in self.window], "audits": self.audits,
+                "step": self.step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window = deque(((int(fold), AuditedGroup(**group)) for fold, group in state["window"]),
                             maxlen=self.params.window)
         self.audits = int(state["audits"])
+        self.step = int(state.get("step", 0))  # a window saved before steps were kept: every group of age 0

@@ -1,0 +1,108 @@
+"""SetGRPO while the policy moves (agents/setgrpo/window.py ``drift_corrected_level``, DESIGN §8): the
+gate tests its window at a level lowered by the rise of GRPO's reversal rate, and a simulated drifting
+stream shows the uncorrected window breaking the gate's certificate where the default keeps it."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from setgrpo_bench.agents import resolve_config
+from setgrpo_bench.agents.setgrpo.ltt import min_testable_count
+from setgrpo_bench.agents.setgrpo.risk_gate import acceptance_levels, ltt_threshold, threshold_grid
+from setgrpo_bench.agents.setgrpo.window import drift_corrected_level
+
+
+def test_the_level_falls_by_the_ratio_of_the_windows_reversal_rate_to_the_recent_one():
+    ages = np.array([1] * 20 + [40] * 20)
+    rising = np.array([1] * 10 + [0] * 10 + [1] * 2 + [0] * 18)  # 10/20 recent, 12/40 in the window
+    window, recent = 13 / 42, 11 / 22  # add-one smoothed
+    assert drift_corrected_level(0.2, ages, rising, recent=32) == pytest.approx(0.2 * window / recent)
+    assert drift_corrected_level(0.2, ages, rising[::-1], recent=32) == 0.2  # a falling rate: never raised
+    assert drift_corrected_level(0.2, ages, rising, recent=0) == 0.2  # 0: the literal reading
+    assert drift_corrected_level(0.2, ages, rising, recent=0.5) == 0.2  # nothing recent
+    assert drift_corrected_level(0.2, ages, rising, recent=40) == 0.2  # everything recent: no drift to see
+    # a group exactly `recent` steps old is recent
+    assert drift_corrected_level(0.2, np.array([32] * 20 + [33] * 20), rising, recent=32) < 0.2
+
+
+def test_the_agent_ages_its_window_by_its_own_steps_and_restores_them():
+    from setgrpo_bench.agents.base import Groups
+    from setgrpo_bench.agents.setgrpo import SetGRPOAgent
+    from setgrpo_bench.policy.engine import Rollout
+    import torch
+
+    config = resolve_config("setgrpo", {"groups_per_step": 4, "group_size": 4})
+    agent = SetGRPOAgent(config.setgrpo, std_floor=0.05)
+    rng = np.random.default_rng(0)
+    empty = Rollout(*(torch.zeros((16, 1), dtype=torch.long) for _ in range(4)), torch.zeros((16, 1)), [""] * 16)
+    for step in range(3):
+        rewards = rng.random((4, 4))
+        groups = Groups(empty, [], [], rewards, np.zeros((4, 4)))
+        grams = {b: np.eye(4) for b in range(4)}
+        agent.update(groups, grams, {b: rng.random(4) for b in (0, 1)})
+    assert agent.step == 3 and [g.step for _, g in agent.window] == [0, 0, 1, 1, 2, 2]
+    again = SetGRPOAgent(config.setgrpo, std_floor=0.05)
+    again.load_state_dict(agent.state_dict())
+    assert again.step == 3 and [g.step for _, g in again.window] == [0, 0, 1, 1, 2, 2]
+    old = agent.state_dict()
+    del old["step"]
+    for _, group in old["window"]:
+        del group["step"]
+    again.load_state_dict(old)  # a window saved before steps were kept: every group of age 0
+    assert again.step == 0 and {g.step for _, g in again.window} == {0}
+
+
+# ------------------------------------------------------------------ a drifting stream
+#
+# The learned judge's board-v2 runs: with no gate, GRPO's own update reverses the reference's on 13% of
+# groups at the start and 45% by step 120 (docs/setgrpo.md, "Calibration under drift"). Here a group's
+# score s (its recovery ratio) is uniform on [0, 1] and it reverses with probability r(t)(1 + κ(1/2 − s)),
+# r rising linearly from 0.13 to 0.45; κ = 1 (the best-scored groups reverse a third as often as the
+# worst-scored) is not measured: it is the score's power to select safer groups. The true risk of the groups a threshold τ accepts is then
+# R_t(τ) = r(t)(1 − κτ/2), known exactly, and the certificate is broken at a step when τ̂ is finite and
+# R_t(τ̂) > α. Learn-then-Test promises P(broken) ≤ δ at every step.
+
+R_START, R_END, STEPS, KAPPA = 0.13, 0.45, 120, 1.0
+CHECKED_STEP = 50  # where the uncorrected window breaks most (0.19 of 300 streams; 0.06–0.17 at steps 40–70)
+REPETITIONS = 1000
+
+
+def _risk(t: float) -> float:
+    return R_START + (R_END - R_START) * t / STEPS
+
+
+def _broken(rng: np.random.Generator, s, *, recent: int) -> bool:
+    """One stream to CHECKED_STEP under the preset's budget: the warm-up, then audit_fraction of the
+    groups audited each step into the window; τ̂ at CHECKED_STEP at the level corrected for drift."""
+    per_step = math.ceil(s.audit_fraction * 16)
+    steps = np.concatenate([np.zeros(s.warmup_groups, int), np.repeat(np.arange(1, CHECKED_STEP), per_step)])
+    steps = steps[-s.window:]  # the window keeps its last `window` groups
+    scores = rng.random(len(steps))
+    events = rng.random(len(steps)) < np.array([_risk(t) for t in steps]) * (1 + KAPPA * (0.5 - scores))
+    folds = (np.arange(len(steps)) + s.warmup_groups + per_step * (CHECKED_STEP - 1) - len(steps)) % 2
+    level = drift_corrected_level(s.alpha, CHECKED_STEP - steps, events, recent=recent)
+    d1, d2 = folds == 0, folds == 1
+    families = len(s.alpha_a_grid.split(","))
+    grid = threshold_grid(scores[d1], acceptance_levels(s.grid_start, s.grid_step))
+    tau = ltt_threshold(grid, scores[d2], events[d2], alpha=level, delta=s.delta / families, start=s.gate_start)
+    if not math.isfinite(tau):
+        return False
+    return _risk(CHECKED_STEP) * (1 - KAPPA * min(tau, 1.0) / 2) > s.alpha
+
+
+def _breaks(recent: int) -> int:
+    s = resolve_config("setgrpo").setgrpo
+    assert min_testable_count(s.alpha, s.delta) < s.window / 2
+    return sum(_broken(np.random.default_rng(seed), s, recent=recent) for seed in range(REPETITIONS))
+
+
+def test_under_drift_the_literal_window_breaks_the_certificate_and_the_default_keeps_it():
+    """Counts of broken certificates over 1,000 streams against δ, within a binomial tolerance
+    (two-sided level 1e-4 each way): the default's is consistent with ≤ δ, the whole window's is not."""
+    s = resolve_config("setgrpo").setgrpo
+    bound = binom.ppf(1 - 1e-4, REPETITIONS, s.delta)  # the most a rate of δ gives but once in 10⁴
+    default, whole = _breaks(s.drift_steps), _breaks(0)
+    assert s.drift_steps > 0 and default <= bound, (default, bound)
+    assert whole > bound, (whole, bound)
