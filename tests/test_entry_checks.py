@@ -185,6 +185,17 @@ def test_a_metrics_record_without_a_call_count_counts_none():
                         for key in ("grader_calls", "audit_calls")]
 
 
+def test_a_runs_reversal_by_block_must_be_what_its_metrics_give():
+    from setgrpo_bench.harness.pooled import drift_diagnostics
+
+    config, result, metrics = _run()
+    result["drift"] = drift_diagnostics(metrics.records)
+    assert run_problems(config, result, metrics) == []
+    result["drift"]["blocks"][2]["n_reversed_ref"] -= 1
+    assert run_problems(config, result, metrics) == [
+        "eval.json: the reversal by block and by window age is not what metrics.jsonl gives"]
+
+
 def test_a_run_made_before_updates_were_logged_is_checked_without_them():
     config, result, metrics = _run()
     del result["updates"]

@@ -2,7 +2,9 @@
 gate tests its window at a level lowered by the rise of GRPO's reversal rate, and a simulated drifting
 stream shows the uncorrected window breaking the gate's certificate where the default keeps it."""
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,3 +108,94 @@ def test_under_drift_the_literal_window_breaks_the_certificate_and_the_default_k
     default, whole = _breaks(s.drift_steps), _breaks(0)
     assert s.drift_steps > 0 and default <= bound, (default, bound)
     assert whole > bound, (whole, bound)
+
+
+# ------------------------------------------------------------------ diagnostics of the certificate over time
+
+
+def _steps(counts: list[tuple[int, int]], ages: list[float] | None = None) -> list[dict]:
+    """Metrics records of a SetGRPO run: (audited accepted, reversed) per step, and the window's age."""
+    return [{"step": i + 1, "n_audited_accepted": n, "n_reversed_ref": k,
+             **({"window_age": ages[i]} if ages is not None else {})} for i, (n, k) in enumerate(counts)]
+
+
+def test_reversal_is_pooled_per_block_of_twenty_steps_with_its_exact_interval():
+    from setgrpo_bench.harness.pooled import clopper_pearson, reversal_by_block
+
+    records = _steps([(2, 1)] * 20 + [(3, 0)] * 20 + [(1, 1)] * 5) + [{"step": 46, "loss": 0.0}]  # not SetGRPO's
+    blocks = reversal_by_block(records)
+    assert [(b["first_step"], b["last_step"], b["n_audited_accepted"], b["n_reversed_ref"]) for b in blocks] == [
+        (1, 20, 40, 20), (21, 40, 60, 0), (41, 45, 5, 5)]
+    assert blocks[0]["reversal_ref"] == 0.5 and (blocks[0]["reversal_ref_low"], blocks[0]["reversal_ref_high"]) == \
+        clopper_pearson(20, 40)
+    assert reversal_by_block(_steps([(0, 0)] * 3))[0]["reversal_ref"] is None
+
+
+def test_reversal_by_window_age_bins_the_steps_by_their_windows_mean_age():
+    from setgrpo_bench.harness.pooled import reversal_by_age
+
+    records = _steps([(4, 1), (4, 2), (4, 3), (4, 4)], ages=[5.0, 10.0, 29.9, 55.0])
+    ages = reversal_by_age(records)
+    assert [(a["min_age"], a["max_age"], a["n_reversed_ref"]) for a in ages] == [
+        (0, 10, 1), (10, 20, 2), (20, 30, 3), (30, 40, 0), (40, None, 4)]
+    assert reversal_by_age(_steps([(4, 1)])) == []  # a run that did not log its window's age
+    assert reversal_by_age(_steps([(4, 1)], ages=[float("nan")])) == []
+
+
+def test_runs_pool_block_by_block_and_each_block_is_tested_against_alpha_with_holm():
+    from setgrpo_bench.harness.pooled import drift_diagnostics, pool_drift
+    from setgrpo_bench.leaderboard.verdicts import certificate_by_block
+
+    runs = [_steps([(3, 0)] * 20 + [(2, 1)] * 20 + [(1, 0)] * 5, ages=[5.0] * 45) for _ in range(3)]
+    pooled = pool_drift(drift_diagnostics(r) for r in runs)
+    assert [b["n_audited_accepted"] for b in pooled["blocks"]] == [180, 120, 15]
+    assert [b["n_reversed_ref"] for b in pooled["blocks"]] == [0, 60, 0] and pooled["ages"][0]["n_reversed_ref"] == 60
+    tests = certificate_by_block(pooled["blocks"], alpha=0.2)
+    assert [t["first_step"] for t in tests] == [1, 21]  # the last block has fewer than 25 groups: untested
+    assert tests[0]["held"] and not tests[1]["held"]  # 60 of 120 at α = 0.2 is above α beyond chance
+    assert tests[1]["p_adjusted"] == pytest.approx(min(1.0, 2 * tests[1]["p_above_alpha"]))  # Holm over 2
+    assert pool_drift([{}, {}]) == {} and drift_diagnostics([{"step": 1, "loss": 0.0}]) == {}
+
+
+def test_the_drift_command_reproduces_the_learned_judges_aging_certificate(capsys):
+    """Board v2's SetGRPO under the learned judge (5 seeds): 0.132 → 0.393 by block, above α in blocks 3–4."""
+    from setgrpo_bench.cli import main
+
+    runs = Path(__file__).resolve().parents[1] / "leaderboard" / "runs" / "setgrpo-learned-31a71f08"
+    assert main(["drift", *map(str, sorted(runs.glob("seed*")))]) == 0
+    out = capsys.readouterr().out
+    assert "0.132 [0.082, 0.196]" in out and "0.330 [0.242, 0.428]" in out and out.count("above α") == 2
+    assert "0.237 [0.198, 0.279]" in out  # every audited accepted group of the run
+
+
+def test_the_page_shows_the_certificate_by_block_for_entries_that_hold_it():
+    from setgrpo_bench.harness.pooled import drift_diagnostics
+    from setgrpo_bench.leaderboard.tables import drift_frame
+
+    drift = drift_diagnostics(_steps([(3, 1)] * 25))
+    frame = drift_frame([{"name": "old", "suite": {"noise": "clean"}},
+                         {"name": "new", "suite": {"noise": "learned"}, "drift": drift}])
+    assert frame.to_dict("records") == [{"entry": "new", "judge": "learned",
+                                         "steps 1–20": "0.333 [0.22, 0.47] (60)", "steps 21–25": "0.333 [0.12, 0.62] (15)"}]
+    assert drift_frame([{"name": "old", "suite": {"noise": "clean"}}]).empty
+
+
+def test_a_setgrpo_entry_carries_its_runs_reversal_by_block_to_the_page(small_policy, tmp_path):
+    from conftest import SMALL_RUN
+
+    from setgrpo_bench.harness import run
+    from setgrpo_bench.leaderboard import build_board, publish
+    from setgrpo_bench.leaderboard.submission import check_submission
+
+    overrides = {**SMALL_RUN, "steps": 3, "policy": small_policy, "warmup_groups": 4, "window": 8, "audit_fraction": 1.0}
+    results = [run(resolve_config("setgrpo", {**overrides, "seed": seed}), tmp_path / "runs" / f"seed{seed}")
+               for seed in (0, 1)]
+    assert all(r["drift"]["blocks"][0]["last_step"] == 3 for r in results)
+    [written] = publish([tmp_path / "runs"], tmp_path / "board", protocol=None)
+    entry = json.loads(written.read_text())
+    assert check_submission(entry, current=False) == []  # the schema holds its drift (the suite here is a test's)
+    assert entry["drift"]["blocks"][0]["n_audited_accepted"] == sum(
+        r["drift"]["blocks"][0]["n_audited_accepted"] for r in results)
+    frame, rejected = build_board(tmp_path / "board")
+    assert rejected == [] and frame["verified"].tolist() == [True]
+    assert "## SetGRPO's certificate as the policy moves" in (tmp_path / "board" / "README.md").read_text()

@@ -14,6 +14,7 @@ from ..errors import SetgrpoBenchError
 from . import (
     build,
     diagnose,
+    drift,
     envs,
     evaluate,
     judges,
@@ -42,6 +43,7 @@ def build_parser(agent: str | None = None) -> argparse.ArgumentParser:
     envs.add_parser(commands)
     run.add_parser(commands, agent)
     diagnose.add_parser(commands, agent)
+    drift.add_parser(commands)
     sweep.add_parser(commands)
     leaderboard.add_parser(commands)
     serve_judge.add_parser(commands)

@@ -13,8 +13,10 @@ from .figures import plots
 from .layout import FINDINGS
 from .tables import (
     APART,
+    DRIFT,
     apart_frame,
     columns,
+    drift_frame,
     entry_provenance,
     judge_table,
     protocols_of,
@@ -44,7 +46,7 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
              apart: Sequence[dict[str, Any]] = (), findings: bool = False) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
     opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
-    the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
+    SetGRPO's reversal by block of steps (entries that logged it), the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]
@@ -65,6 +67,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
             lines += [NO_VERDICTS, ""]
         for profile in profiles:
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(judge_table(frame[frame["noise"] == profile])), ""]
+        if not (drift := drift_frame(submissions)).empty:
+            lines += ["## SetGRPO's certificate as the policy moves", "", DRIFT, "", *_markdown_table(drift), ""]
         lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
                   "- the domain columns: the mean true score of the domain's benchmarks", ""]
         if protocols := protocols_of(submissions):
@@ -115,6 +119,9 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             body.append(f"<h2>Judge profile <code>{html.escape(profile)}</code></h2>")
             body.append(judge_table(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
         body += [figure(key) for key in list(figures)]
+        if not (drift := drift_frame(submissions)).empty:
+            body.append(f"<h2>SetGRPO's certificate as the policy moves</h2><p>{html.escape(DRIFT)}</p>"
+                        + drift.to_html(index=False, escape=True, classes="board", border=0))
         body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                       for k, v in columns(submissions).items()) + "</dl>")
         if protocols := protocols_of(submissions):

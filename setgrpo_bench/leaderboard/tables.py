@@ -201,6 +201,26 @@ def entry_provenance(submissions: list[dict[str, Any]]) -> pd.DataFrame:
     } for s in submissions])
 
 
+DRIFT = ("SetGRPO's certificate as the policy moves: the reversal of audited accepted groups against the reference "
+         "per block of steps, pooled over the entry's seeds, with its exact 95% interval and the count of groups (entries "
+         "whose runs logged it).")
+
+
+def drift_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per entry that holds SetGRPO's reversal by block of steps (``drift``), a column per block."""
+    rows = []
+    for s in submissions:
+        if not s.get("drift"):
+            continue
+        row = {"entry": s["name"], "judge": s["suite"]["noise"]}
+        for b in s["drift"]["blocks"]:
+            rate = "—" if b["reversal_ref"] is None else (
+                f"{b['reversal_ref']:.3f} [{b['reversal_ref_low']:.2f}, {b['reversal_ref_high']:.2f}]")
+            row[f"steps {b['first_step']}–{b['last_step']}"] = f"{rate} ({b['n_audited_accepted']})"
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
+
+
 APART = ("Entries whose runs are not on this board: their numbers could not be rebuilt from runs, so they are "
          "not ranked and not in the verdicts.")
 

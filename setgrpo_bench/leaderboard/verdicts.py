@@ -136,3 +136,16 @@ def checks_display(checks: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"judge": checks["judge"], "Levene p": [f"{p:.3g}" for p in checks["levene_p"]],
                          "seed variance": [f"pooled ({int(df)} df)" if t == "pooled" else "Welch (not pooled)"
                                            for t, df in zip(checks["test"], checks["pooled_df"])]})
+
+
+def certificate_by_block(blocks: list[dict], *, alpha: float, min_groups: int = 25) -> list[dict]:
+    """Whether SetGRPO's certificate held in each block of steps (``harness.pooled.reversal_by_block``,
+    pooled over seeds): a one-sided exact binomial test of "reversal of accepted groups > α" on every
+    block with at least ``min_groups`` audited accepted groups, Holm-adjusted over those blocks.
+    ``held`` is False where the adjusted p < 0.05 (the rate is above α beyond chance)."""
+    tested = [b for b in blocks if b["n_audited_accepted"] >= min_groups]
+    p = np.array([stats.binomtest(b["n_reversed_ref"], b["n_audited_accepted"], alpha, alternative="greater").pvalue
+                  for b in tested])
+    adjusted = holm(p) if len(p) else p
+    return [{**b, "p_above_alpha": float(q), "p_adjusted": float(a), "held": bool(a >= FAMILY_LEVEL)}
+            for b, q, a in zip(tested, p, adjusted)]
