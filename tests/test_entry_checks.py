@@ -100,6 +100,7 @@ def test_entry_differences_keep_date_and_hash_aside_only_at_the_top_and_booleans
     assert entry_differences({"flag": True}, {"flag": 1 + 1e-12}) == ["flag"]  # a boolean is not a number
     assert entry_differences({"seeds": [0, 1]}, {"seeds": [0, 1, 2]}) == ["seeds"]
     assert entry_differences({"a": 1}, {"b": 1}) == ["a", "b"]
+    assert entry_differences({"maX": 1}, {"maX": 2}) == ["maX"]  # a name is kept whole
 
 
 # ------------------------------------------------------------------ one run's files

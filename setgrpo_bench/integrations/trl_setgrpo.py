@@ -58,7 +58,7 @@ SETTINGS = [name for name in SetGRPOSettings.__pydantic_fields__ if name != "ref
 """SetGRPO's settings as TRL config fields (the reference is a reward function given to the trainer)."""
 RENAMED = {"delta": "risk_delta"}
 """Our names that TRL's config already uses for something else (its ``delta`` bounds two-sided clipping)."""
-LOGGED = ("acceptance_nonconstant", "uncertifiable", "coverage_ref", "reversal_ref", "q", "tau", "alpha_a")
+LOGGED = ("acceptance_nonconstant", "uncertifiable", "coverage_ref", "reversal_ref", "q", "tau", "alpha_a", "alpha_gate")
 
 
 def _config_field(name: str) -> tuple[str, type, dataclasses.Field]:

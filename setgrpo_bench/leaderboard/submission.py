@@ -70,14 +70,15 @@ def _read_run(folder: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[s
 
 
 def run_folders(paths: Sequence[str | Path]) -> list[Path]:
-    """Run folders named directly or found one level below (a sweep's ``<agent>/seed<k>/``)."""
+    """Run folders named directly or found up to three levels below (a sweep's ``<agent>/seed<k>/``),
+    their records as a run writes them or as a board keeps them (compressed)."""
     out: list[Path] = []
     for path in map(Path, paths):
         if exists(path / "config.json") or exists(path / "eval.json"):
             out.append(path)
         else:
-            found = (sorted(p.parent for p in path.glob("*/config.json")) or sorted(p.parent for p in path.glob("*/*/config.json"))
-                     or sorted(p.parent for p in path.glob("*/*/*/config.json")))
+            found = next((runs for depth in ("*", "*/*", "*/*/*") if (runs := sorted(
+                {p.parent for name in ("config.json", "config.json.gz") for p in path.glob(f"{depth}/{name}")}))), [])
             if not found:
                 raise SubmissionError(f"{path} holds no run (no config.json in it or below it)")
             out += found
