@@ -17,6 +17,13 @@ SMALL_RUN = dict(envs="MedicationGuide,UnitConversion", groups_per_step=2, group
 """A run sized for tests (add ``steps`` and ``policy``)."""
 
 
+def groups_of(rewards: np.ndarray):
+    """A batch as an agent sees it, with nothing but the rewards (no rollout, tasks or judge spreads)."""
+    from setgrpo_bench.agents.base import Groups
+
+    return Groups(rollout=None, tasks=[], env_indices=[], rewards=rewards, spreads=np.zeros_like(rewards))
+
+
 class Killed(Exception):
     """Raised by ``kill_after`` to interrupt a run between steps."""
 

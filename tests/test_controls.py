@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from conftest import SMALL_RUN, Killed, kill_after
+from conftest import SMALL_RUN, Killed, groups_of, kill_after
 
 from setgrpo_bench.agents import resolve_config
-from setgrpo_bench.agents.base import Decision, Groups, RuleAgent
+from setgrpo_bench.agents.base import Decision, RuleAgent
 from setgrpo_bench.agents.budget import budget_matched_reference_groups
 from setgrpo_bench.agents.config import StopSettings, TrainConfig
 from setgrpo_bench.agents.stopping import StoppingAgent, audit_gap, gap_stops
@@ -39,13 +39,9 @@ def test_the_audit_gap_is_judge_minus_reference_over_responses_both_graded():
     assert math.isnan(audit_gap(rewards, {})) and math.isnan(audit_gap(rewards, {1: np.full(3, np.nan)}))
 
 
-def _groups(rewards: np.ndarray) -> Groups:
-    return Groups(rollout=None, tasks=[], env_indices=[], rewards=rewards, spreads=np.zeros_like(rewards))
-
-
 def test_the_idle_rule_counts_consecutive_steps_that_train_nothing():
     agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="idle", stop_idle=2))
-    constant, varied = _groups(np.full((2, 3), 0.5)), _groups(np.array([[0.1, 0.5, 0.9], [0.5, 0.5, 0.5]]))
+    constant, varied = groups_of(np.full((2, 3), 0.5)), groups_of(np.array([[0.1, 0.5, 0.9], [0.5, 0.5, 0.5]]))
     for groups, stopped in [(constant, False), (varied, False), (constant, False), (constant, True)]:
         decision = agent.decide(groups, {}, {})
         assert bool(decision.stats["stopped"]) == stopped
@@ -58,7 +54,7 @@ def test_the_idle_rule_counts_consecutive_steps_that_train_nothing():
 
 def test_the_step_a_rule_fires_trains_on_nothing():
     agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="audit_gap", stop_window=1, stop_margin=0.1))
-    groups = _groups(np.array([[0.1, 0.5, 0.9]]))
+    groups = groups_of(np.array([[0.1, 0.5, 0.9]]))
     agent.after_step(agent.decide(groups, {}, {0: np.array([0.1, 0.5, 0.9])}))  # gap 0: the minimum
     decision = agent.decide(groups, {}, {0: np.array([0.0, 0.3, 0.6])})  # gap 0.2 > 0 + 0.1
     assert decision.stats["stopped"] == 1.0 and not decision.accepted.any() and not decision.coefficients.any()
@@ -159,7 +155,7 @@ def test_a_run_recorded_before_the_curve_existed_is_read_without_one():
 
 def test_decisions_of_a_stopping_agent_keep_the_inner_records():
     agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="idle", stop_idle=5))
-    decision = agent.decide(_groups(np.array([[0.1, 0.5, 0.9]])), {}, {})
+    decision = agent.decide(groups_of(np.array([[0.1, 0.5, 0.9]])), {}, {})
     assert isinstance(decision, Decision) and decision.accepted.all() and decision.stats["stopped"] == 0.0
 
 
@@ -216,7 +212,7 @@ def test_a_stopping_rule_hands_the_inner_agent_everything_it_is_given():
     spy = _Spy()
     agent = StoppingAgent(spy, StopSettings(stop="audit_gap", stop_audits=1, stop_window=1, stop_margin=0.1))
     assert agent.warmup_groups == 7 and agent.grams_cover_accepted
-    groups, grams = _groups(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])), {0: np.eye(3)}
+    groups, grams = groups_of(np.array([[0.1, 0.5, 0.9], [0.2, 0.4, 0.6]])), {0: np.eye(3)}
     rng = np.random.default_rng(0)
     needs = agent.needs(groups, rng)
     assert spy.calls[-1] == ("needs", groups, False) and spy.rng is rng and len(needs.audits) == 1
@@ -238,5 +234,5 @@ def test_a_stopping_rule_hands_the_inner_agent_everything_it_is_given():
 
 def test_the_idle_rule_computes_no_gap():
     agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="idle"))
-    decision = agent.decide(_groups(np.array([[0.1, 0.5, 0.9]])), {}, {0: np.array([0.0, 0.0, 0.0])})
+    decision = agent.decide(groups_of(np.array([[0.1, 0.5, 0.9]])), {}, {0: np.array([0.0, 0.0, 0.0])})
     assert math.isnan(decision.stats["stop_gap"])

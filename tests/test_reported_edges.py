@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import groups_of
 from scipy.stats import bootstrap
 
-from setgrpo_bench.agents.base import Groups, RuleAgent
+from setgrpo_bench.agents.base import RuleAgent
 from setgrpo_bench.agents.config import StopSettings
 from setgrpo_bench.agents.stopping import StoppingAgent, audit_gap
 from setgrpo_bench.catalog import ENV_VAR
@@ -120,14 +121,10 @@ def test_the_marginal_error_rate_by_hand():
 
 
 # ---------------------------------------------------------------- the stopping rule's audits
-def _groups(rewards: np.ndarray) -> Groups:
-    return Groups(rollout=None, tasks=[], env_indices=[], rewards=rewards, spreads=np.zeros_like(rewards))
-
-
-def test_a_gap_rule_audits_distinct_groups():
+def test_a_gap_rule_audits_distinctgroups_of():
     agent = StoppingAgent(RuleAgent("grpo", std_floor=0.05), StopSettings(stop="audit_gap", stop_audits=4))
     assert agent.stopped is False
-    groups = _groups(np.zeros((4, 3)))
+    groups = groups_of(np.zeros((4, 3)))
     for seed in range(10):
         assert agent.needs(groups, np.random.default_rng(seed)).audits == (0, 1, 2, 3)
 

@@ -30,18 +30,15 @@ def test_the_level_falls_by_the_ratio_of_the_windows_reversal_rate_to_the_recent
 
 
 def test_the_agent_ages_its_window_by_its_own_steps_and_restores_them():
-    from setgrpo_bench.agents.base import Groups
+    from conftest import groups_of
+
     from setgrpo_bench.agents.setgrpo import SetGRPOAgent
-    from setgrpo_bench.policy.engine import Rollout
-    import torch
 
     config = resolve_config("setgrpo", {"groups_per_step": 4, "group_size": 4})
     agent = SetGRPOAgent(config.setgrpo, std_floor=0.05)
     rng = np.random.default_rng(0)
-    empty = Rollout(*(torch.zeros((16, 1), dtype=torch.long) for _ in range(4)), torch.zeros((16, 1)), [""] * 16)
     for step in range(3):
-        rewards = rng.random((4, 4))
-        groups = Groups(empty, [], [], rewards, np.zeros((4, 4)))
+        groups = groups_of(rng.random((4, 4)))
         grams = {b: np.eye(4) for b in range(4)}
         agent.update(groups, grams, {b: rng.random(4) for b in (0, 1)})
     assert agent.step == 3 and [g.step for _, g in agent.window] == [0, 0, 1, 1, 2, 2]
