@@ -126,6 +126,9 @@ def test_reversal_is_pooled_per_block_of_twenty_steps_with_its_exact_interval():
     assert blocks[0]["reversal_ref"] == 0.5 and (blocks[0]["reversal_ref_low"], blocks[0]["reversal_ref_high"]) == \
         clopper_pearson(20, 40)
     assert reversal_by_block(_steps([(0, 0)] * 3))[0]["reversal_ref"] is None
+    assert reversal_by_block([]) == []
+    assert [b["last_step"] for b in reversal_by_block(_steps([(1, 0)] * 40))] == [20, 40]  # no empty block after
+    assert [b["last_step"] for b in reversal_by_block(_steps([(1, 0)] * 41))] == [20, 40, 41]  # a block of one step
 
 
 def test_reversal_by_window_age_bins_the_steps_by_their_windows_mean_age():
@@ -152,6 +155,11 @@ def test_runs_pool_block_by_block_and_each_block_is_tested_against_alpha_with_ho
     assert tests[0]["held"] and not tests[1]["held"]  # 60 of 120 at α = 0.2 is above α beyond chance
     assert tests[1]["p_adjusted"] == pytest.approx(min(1.0, 2 * tests[1]["p_above_alpha"]))  # Holm over 2
     assert pool_drift([{}, {}]) == {} and drift_diagnostics([{"step": 1, "loss": 0.0}]) == {}
+    blocks_only = {"blocks": drift_diagnostics(runs[0])["blocks"]}  # a run that kept no age profile
+    assert pool_drift([blocks_only])["ages"] == [] and pool_drift([blocks_only])["blocks"] == blocks_only["blocks"]
+    at_the_floor = [{"first_step": 1, "last_step": 20, "n_audited_accepted": 25, "n_reversed_ref": 5}]
+    assert [t["first_step"] for t in certificate_by_block(at_the_floor, alpha=0.2)] == [1]  # 25 groups: tested
+    assert certificate_by_block(at_the_floor, alpha=0.2, min_groups=26) == []
 
 
 def test_the_drift_command_reproduces_the_learned_judges_aging_certificate(capsys):

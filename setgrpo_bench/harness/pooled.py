@@ -145,6 +145,5 @@ def pool_drift(drifts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         for d in drifts:
             for row in d.get(part, []):
                 rows.setdefault(tuple(row[k] for k in key), []).append(row)
-        out[part] = [{**dict(zip(key, where)), **_reversal(found)} for where, found in sorted(
-            rows.items(), key=lambda item: item[0][0])]
+        out[part] = [{**dict(zip(key, where)), **_reversal(found)} for where, found in sorted(rows.items())]
     return out if drifts else {}

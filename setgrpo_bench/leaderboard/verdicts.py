@@ -146,6 +146,5 @@ def certificate_by_block(blocks: list[dict], *, alpha: float, min_groups: int = 
     tested = [b for b in blocks if b["n_audited_accepted"] >= min_groups]
     p = np.array([stats.binomtest(b["n_reversed_ref"], b["n_audited_accepted"], alpha, alternative="greater").pvalue
                   for b in tested])
-    adjusted = holm(p) if len(p) else p
     return [{**b, "p_above_alpha": float(q), "p_adjusted": float(a), "held": bool(a >= FAMILY_LEVEL)}
-            for b, q, a in zip(tested, p, adjusted)]
+            for b, q, a in zip(tested, p, holm(p))]
