@@ -3,6 +3,7 @@ field at a time on a shipped entry and its runs: each check passes the honest re
 it was given wrong."""
 
 import copy
+import json
 import shutil
 from pathlib import Path
 
@@ -76,6 +77,12 @@ def test_an_entry_is_rebuilt_under_its_own_name_and_schema(tmp_path):
     old = _entry(GRPO, SHIPPED / "v1")  # schema 2
     shutil.copytree(SHIPPED / "v1" / "runs" / GRPO, tmp_path / "v1" / GRPO)
     assert old["schema_version"] == 2 and verify_entry(old, tmp_path / "v1") == []
+    from setgrpo_bench.harness.rundir import finite_json
+    from setgrpo_bench.leaderboard.submission import make_submission
+
+    earlier = finite_json(make_submission(sorted((tmp_path / "renamed").glob("seed*")), name="renamed",
+                                          command=entry["command"], schema_version=4))  # runs that could give 5
+    assert earlier["schema_version"] == 4 and verify_entry(json.loads(json.dumps(earlier)), tmp_path) == []
 
 
 def test_runs_that_cannot_make_the_entry_again_are_named(runs):

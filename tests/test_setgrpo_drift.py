@@ -24,6 +24,7 @@ def test_the_level_falls_by_the_ratio_of_the_windows_reversal_rate_to_the_recent
     assert drift_corrected_level(0.2, ages, rising[::-1], recent=32) == 0.2  # a falling rate: never raised
     assert drift_corrected_level(0.2, ages, rising, recent=0) == 0.2  # 0: the literal reading
     assert drift_corrected_level(0.2, ages, rising, recent=0.5) == 0.2  # nothing recent
+    assert drift_corrected_level(0.2, ages, rising, recent=1) == pytest.approx(0.2 * window / recent)  # a step back
     assert drift_corrected_level(0.2, ages, rising, recent=40) == 0.2  # everything recent: no drift to see
     # a group exactly `recent` steps old is recent
     assert drift_corrected_level(0.2, np.array([32] * 20 + [33] * 20), rising, recent=32) < 0.2

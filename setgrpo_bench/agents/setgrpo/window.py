@@ -36,8 +36,8 @@ def drift_corrected_level(alpha: float, ages: np.ndarray, reversed_: np.ndarray,
     is itself noisy, so the correction is not exact (tests/test_setgrpo_drift.py measures what remains);
     it never raises the level. ``recent`` = 0: α (the literal reading)."""
     ages, reversed_ = np.asarray(ages), np.asarray(reversed_, bool)
-    fresh = ages <= recent
-    if recent <= 0 or not fresh.any():
+    fresh = ages <= recent  # ages are ≥ 1: the window holds groups of earlier steps
+    if not fresh.any():
         return alpha
     rate = lambda part: (reversed_[part].sum() + 1) / (part.sum() + 2)  # noqa: E731
     return alpha * min(1.0, float(rate(np.ones_like(fresh)) / rate(fresh)))
