@@ -277,10 +277,13 @@ def test_setgrpo_trainer_decides_once_for_all_data_parallel_processes(small_poli
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = Path(__file__).parent / "distributed" / "setgrpo_two_processes.py"
+    logs = tmp_path / "logs"  # each process's own output: the launcher's shows only that one failed
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-                           "127.0.0.1", "--master_port", str(port), str(script), small_policy, str(tmp_path)],
+                           "127.0.0.1", "--master_port", str(port), "--log-dir", str(logs), "--redirects", "3",
+                           str(script), small_policy, str(tmp_path)],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, "\n".join(f"{f.relative_to(logs)}: {f.read_text()[-2000:]}"
+                                           for f in sorted(logs.rglob("std*.log"))) + done.stderr[-1500:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert [r["processes"] for r in ranks] == [2, 2]
     (first,), (second,) = (r["records"] for r in ranks)
