@@ -24,6 +24,26 @@ def groups_of(rewards: np.ndarray):
     return Groups(rollout=None, tasks=[], env_indices=[], rewards=rewards, spreads=np.zeros_like(rewards))
 
 
+def scored_batch(trainer, policy, tasks, seed):
+    """A generation batch as TRL hands it to SetGRPO (4 completions per task): one rollout, its rewards,
+    TRL's output dict."""
+    import torch
+
+    from setgrpo_bench.policy import GenerationConfig, TransformersEngine
+
+    rows = [t for t in tasks for _ in range(4)]
+    torch.manual_seed(seed)
+    rollout = TransformersEngine(policy, GenerationConfig(max_new_tokens=10)).generate([t.prompt_text for t in rows])
+    inputs = [{"prompt": t.prompt_text, "task_id": t.id} for t in rows]
+    rewards = trainer.reward_funcs[0](prompts=[i["prompt"] for i in inputs], completions=rollout.texts,
+                                      task_id=[t.id for t in rows])
+    rewards = torch.tensor([[np.nan if r is None else r] for r in rewards], dtype=torch.float32)
+    trainer._scored = (inputs, [i["prompt"] for i in inputs], rollout.texts, rollout.response_ids.tolist(), rewards)
+    output = {"prompt_ids": rollout.prompt_ids, "prompt_mask": rollout.prompt_mask, "completion_ids": rollout.response_ids,
+              "completion_mask": rollout.response_mask, "advantages": torch.zeros(len(inputs))}
+    return rollout, rewards, output
+
+
 class Killed(Exception):
     """Raised by ``kill_after`` to interrupt a run between steps."""
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import scored_batch
 
 from setgrpo_bench.envs import RubricEnv, load_env_benchmark
 from setgrpo_bench.harness.seeds import generator, name_key
@@ -131,26 +132,6 @@ def _setgrpo_trainer(small_policy, tmp_path, **settings):
                           train_dataset=data, processing_class=tokenizer)
 
 
-def _scored_batch(trainer, policy, tasks, seed):
-    """A generation batch as TRL hands it to SetGRPO (4 completions per task): one rollout, its rewards,
-    TRL's output dict."""
-    import torch
-
-    from setgrpo_bench.policy import GenerationConfig, TransformersEngine
-
-    rows = [t for t in tasks for _ in range(4)]
-    torch.manual_seed(seed)
-    rollout = TransformersEngine(policy, GenerationConfig(max_new_tokens=10)).generate([t.prompt_text for t in rows])
-    inputs = [{"prompt": t.prompt_text, "task_id": t.id} for t in rows]
-    rewards = trainer.reward_funcs[0](prompts=[i["prompt"] for i in inputs], completions=rollout.texts,
-                                      task_id=[t.id for t in rows])
-    rewards = torch.tensor([[np.nan if r is None else r] for r in rewards], dtype=torch.float32)
-    trainer._scored = (inputs, [i["prompt"] for i in inputs], rollout.texts, rollout.response_ids.tolist(), rewards)
-    output = {"prompt_ids": rollout.prompt_ids, "prompt_mask": rollout.prompt_mask, "completion_ids": rollout.response_ids,
-              "completion_mask": rollout.response_mask, "advantages": torch.zeros(len(inputs))}
-    return rollout, rewards, output
-
-
 def test_setgrpo_trainer_decides_as_our_agent_does(small_policy, tmp_path):
     """On the same completions, grades, audits and window, SetGRPOTrainer's advantages are exactly the
     coefficients (zero where rejected) that our SetGRPOAgent decides with K from our geometry; the first
@@ -167,9 +148,9 @@ def test_setgrpo_trainer_decides_as_our_agent_does(small_policy, tmp_path):
     bench = load_env_benchmark("MedicationGuide")
     tasks = [bench.instance("train", i) for i in range(4)]
     prompts = [t.prompt_text for t in tasks]
-    _, _, output = _scored_batch(trainer, policy, tasks, seed=0)
+    _, _, output = scored_batch(trainer, policy, tasks, seed=0)
     assert not trainer.setgrpo_advantages(output).any() and len(trainer.agent.window) > 0  # warm-up: calibration only
-    rollout, rewards, output = _scored_batch(trainer, policy, tasks, seed=1)
+    rollout, rewards, output = scored_batch(trainer, policy, tasks, seed=1)
     mine = SetGRPOAgent(trainer.agent.params, std_floor=0.05)
     mine.load_state_dict(copy.deepcopy(trainer.agent.state_dict()))
     rng = copy.deepcopy(trainer.audit_rng)
@@ -210,8 +191,8 @@ def test_a_setgrpo_trainer_step_has_our_trainers_gradient(small_policy, tmp_path
     policy = load_policy(small_policy)
     policy.model = trainer.model
     task = load_env_benchmark("MedicationGuide").instance("train", 0)
-    trainer.setgrpo_advantages(_scored_batch(trainer, policy, [task] * 4, seed=0)[2])  # warm-up
-    rollout, _, output = _scored_batch(trainer, policy, [task] * 4, seed=1)
+    trainer.setgrpo_advantages(scored_batch(trainer, policy, [task] * 4, seed=0)[2])  # warm-up
+    rollout, _, output = scored_batch(trainer, policy, [task] * 4, seed=1)
     output["advantages"] = trainer.setgrpo_advantages(output)
     decision = trainer.last_decision[3]
     assert decision.accepted.any()

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import scored_batch
 
 pytest.importorskip("trl")
 
@@ -29,7 +30,7 @@ class Judge:
     def __init__(self, offset: float = 0.0) -> None:
         self.calls, self.offset = [], offset
 
-    def __call__(self, *, prompts, completions, completion_ids, **columns):
+    def __call__(self, *, prompts, completions, completion_ids=None, **columns):
         self.calls.append({"prompts": prompts, "completions": completions, "completion_ids": completion_ids, **columns})
         self.last_spreads = [0.1 if i % 5 else float("nan") for i in range(len(prompts))]
         return [None if c.startswith("bad") else (len(c) % 10) / 10 + self.offset for c in completions]
@@ -131,28 +132,12 @@ def test_the_first_batch_only_calibrates_when_there_is_a_warm_up(small_policy, w
     policy = load_policy(small_policy)
     trainer = _trainer(policy.model, warmup_groups=warmup_groups, calibrate=False, fixed_q=0.2, gate=False)
     tasks = [load_env_benchmark("MedicationGuide").instance("train", i) for i in range(4)]
-    trainer.setgrpo_advantages(_batch(trainer, policy, tasks, seed=0))
+    trainer.setgrpo_advantages(scored_batch(trainer, policy, tasks, seed=0)[2])
     assert (trainer.last_decision is None) == calibrates_first
     if calibrates_first:  # every non-constant group of the warm-up batch is audited into the window
-        groups = trainer.groups(_batch(trainer, policy, tasks, seed=0), trainer._scored[4][:, 0].numpy(),
+        groups = trainer.groups(scored_batch(trainer, policy, tasks, seed=0)[2], trainer._scored[4][:, 0].numpy(),
                                 trainer._scored[2], trainer.reward_funcs[0].last_spreads)
         assert len(trainer.agent.window) == len(trainer.agent.observed(groups)) > 1
-
-
-def _batch(trainer, policy, tasks, seed):
-    """A scored generation batch as TRL leaves it for SetGRPO (``_scored``) and TRL's output dict."""
-    from setgrpo_bench.policy import GenerationConfig, TransformersEngine
-
-    rows = [t for t in tasks for _ in range(G)]
-    torch.manual_seed(seed)
-    rollout = TransformersEngine(policy, GenerationConfig(max_new_tokens=10)).generate([t.prompt_text for t in rows])
-    inputs = [{"prompt": t.prompt_text, "task_id": t.id} for t in rows]
-    rewards = trainer.reward_funcs[0](prompts=[i["prompt"] for i in inputs], completions=rollout.texts,
-                                      completion_ids=None)
-    rewards = torch.tensor([[np.nan if r is None else r] for r in rewards], dtype=torch.float32)
-    trainer._scored = (inputs, [i["prompt"] for i in inputs], rollout.texts, rollout.response_ids.tolist(), rewards)
-    return {"prompt_ids": rollout.prompt_ids, "prompt_mask": rollout.prompt_mask, "completion_ids": rollout.response_ids,
-            "completion_mask": rollout.response_mask}
 
 
 def test_the_advantages_are_the_agents_coefficients_after_a_calibration_only_first_batch(small_policy):
@@ -163,7 +148,7 @@ def test_the_advantages_are_the_agents_coefficients_after_a_calibration_only_fir
     policy = load_policy(small_policy)
     trainer = _trainer(policy.model, loss_type="dr_grpo", geometry="last:1", calibrate=False, fixed_q=0.2, gate=False)
     tasks = [load_env_benchmark("MedicationGuide").instance("train", i) for i in range(4)]
-    first = trainer.setgrpo_advantages(_batch(trainer, policy, tasks, seed=0))
+    first = trainer.setgrpo_advantages(scored_batch(trainer, policy, tasks, seed=0)[2])
     assert torch.equal(first, torch.zeros(16)) and trainer.last_decision is None
     assert len(trainer.agent.window) > 0 and trainer._metrics["train"]["setgrpo/warmup_groups"] == [
         float(len(trainer.agent.window))]
@@ -177,7 +162,7 @@ def test_the_advantages_are_the_agents_coefficients_after_a_calibration_only_fir
         return decision
 
     trainer.agent.decide = reject_group_1
-    output = _batch(trainer, policy, tasks, seed=1)
+    output = scored_batch(trainer, policy, tasks, seed=1)[2]
     advantages = trainer.setgrpo_advantages(output)
     groups, grams, audits, decision = trainer.last_decision
     spreads = np.nan_to_num(np.array(trainer.reward_funcs[0].last_spreads), nan=0.0).reshape(-1, G)
@@ -211,7 +196,7 @@ def test_a_process_keeps_the_advantages_of_its_own_slice(small_policy, monkeypat
                    for n in (1, 2))
     monkeypatch.setattr(half, "shared", lambda keys, compute: compute(list(keys)))
     for seed in (0, 1):
-        outputs = [_batch(t, policy, tasks, seed) for t in (whole, half)]
+        outputs = [scored_batch(t, policy, tasks, seed)[2] for t in (whole, half)]
         gathered = (outputs[1], *half._scored[:4], half.reward_funcs[0].last_spreads)
         monkeypatch.setattr(half, "generation_batch", lambda output, gathered=gathered: gathered)
         half._scored = (*(rows[8:] for rows in half._scored[:4]), half._scored[4])  # this rank's slice

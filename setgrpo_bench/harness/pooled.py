@@ -36,13 +36,17 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
+def rate_with_interval(name: str, k: int, n: int) -> dict[str, float | None]:
+    """``name``, ``name_low``, ``name_high``: k/n with its exact interval (all None when n = 0)."""
+    low, high = clopper_pearson(k, n) if n else (None, None)
+    return {name: k / n if n else None, f"{name}_low": low, f"{name}_high": high}
+
+
 def pool(totals: Mapping[str, float], means: Mapping[str, float | None] | None = None) -> dict[str, Any]:
     """Rates with their intervals, ratios and the counts themselves from summed counts."""
     out: dict[str, Any] = dict(means or {})
     for rate, (events, trials) in RATES.items():
-        k, n = int(totals.get(events, 0)), int(totals.get(trials, 0))
-        out[rate] = k / n if n else None
-        out[f"{rate}_low"], out[f"{rate}_high"] = clopper_pearson(k, n) if n else (None, None)
+        out.update(rate_with_interval(rate, int(totals.get(events, 0)), int(totals.get(trials, 0))))
     for ratio, (top, bottom) in RATIOS.items():
         out[ratio] = totals[top] / totals[bottom] if totals.get(bottom) else None
     out.update({k: int(totals.get(k, 0)) for k in COUNTS})
@@ -102,9 +106,7 @@ AGE_EDGES = (10, 20, 30, 40)
 def _reversal(part: list[Mapping[str, Any]]) -> dict[str, Any]:
     n = int(sum(m["n_audited_accepted"] for m in part))
     k = int(sum(m["n_reversed_ref"] for m in part))
-    low, high = clopper_pearson(k, n) if n else (None, None)
-    return {"n_audited_accepted": n, "n_reversed_ref": k, "reversal_ref": k / n if n else None,
-            "reversal_ref_low": low, "reversal_ref_high": high}
+    return {"n_audited_accepted": n, "n_reversed_ref": k, **rate_with_interval("reversal_ref", k, n)}
 
 
 def reversal_by_block(metrics: Iterable[Mapping[str, Any]], block: int = BLOCK_STEPS) -> list[dict[str, Any]]:

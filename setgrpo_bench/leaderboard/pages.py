@@ -46,7 +46,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
              apart: Sequence[dict[str, Any]] = (), findings: bool = False) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
     opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
-    SetGRPO's reversal by block of steps (entries that logged it), the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
+    SetGRPO's reversal by block of steps (entries that logged it), the column definitions, the protocol
+    with the cells it still lacks, and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]

@@ -52,12 +52,15 @@ class SetGRPOAgent(Agent):
         self._observed: tuple[Groups, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] | None = None
 
     # ---------------------------------------------------------------- calibration
-    def gate_level(self) -> float:
+    def ages(self) -> np.ndarray:
+        """How many steps ago each window group was audited (≥ 1: the window holds earlier steps' groups)."""
+        return np.array([self.step - g.step for _, g in self.window])
+
+    def gate_level(self, ages: np.ndarray) -> float:
         """The level α at which the window certifies τ̂, corrected for drift (``drift_corrected_level``)."""
         p = self.params
         if not p.drift_steps or not self.window:
             return p.alpha
-        ages = np.array([self.step - g.step for _, g in self.window])
         reversed_ = np.array([reversal(g.a_hat, g.gram, g.a_ref) for _, g in self.window])  # GRPO's own update
         return drift_corrected_level(p.alpha, ages, reversed_, recent=p.drift_steps)
 
@@ -119,7 +122,8 @@ class SetGRPOAgent(Agent):
 
     def decide(self, groups: Groups, grams: Grams, audits: Audits) -> Decision:
         p = self.params
-        level = self.gate_level()
+        ages = self.ages()
+        level = self.gate_level(ages)
         calibration = self.calibration(level)
         q, tau = calibration.q, calibration.tau
         coef = np.zeros_like(groups.rewards)
@@ -138,7 +142,7 @@ class SetGRPOAgent(Agent):
                                        d.certifiable, take, a_ref))
         stats = {**self._stats(records, calibration, groups.n_groups), "alpha_gate": level,
                  # how old the calibration is: the mean age of the window's groups, in steps
-                 "window_age": float(np.mean([self.step - g.step for _, g in self.window])) if self.window else math.nan}
+                 "window_age": float(ages.mean()) if len(ages) else math.nan}
         return Decision(coef, accepted, stats, records)
 
     def update(self, groups: Groups, grams: Grams, audits: Audits) -> None:
