@@ -42,12 +42,14 @@ def _judges_measure(args: argparse.Namespace) -> int:
                         f"(seed {result['seed']})")
     columns = {"error_rms": "error RMS", "verdict_error": "verdict errors", "confidence_auroc": "confidence AUROC",
                "spread_spearman": "Spearman(σ, |err|)", "length_effect": "judge−true / 2× length",
-               "gross_calls": "gross calls", "cost": "cost"}
+               "gross_calls": "gross calls", "true_spearman": "Spearman(judge, true)",
+               "feature_rate": "feature rate", "bias_share": "bias share", "cost": "cost"}
     table.add_column("profile")
     for label in columns.values():
         table.add_column(label, justify="right")
     for name, row in result["profiles"].items():
-        table.add_row(name, *(f"{row[k]:+.3f}" if k == "length_effect" else f"{row[k]:.3f}" for k in columns))
+        table.add_row(name, *("—" if k not in row else f"{row[k]:+.3f}" if k == "length_effect" else f"{row[k]:.3f}"
+                              for k in columns))
     Console(soft_wrap=False).print(table)
     if args.out:
         write_json(Path(args.out), result)

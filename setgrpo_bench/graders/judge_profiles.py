@@ -36,6 +36,11 @@ class JudgeProfile:
             return self.source.fingerprint()
         return {**self.source, "build": _resolve(self.source["kind"], "build_key")()}
 
+    @property
+    def bias(self) -> Mapping[str, Any]:
+        """The judge's injected bias (``graders/bias.py``); empty when it has none (always, model-backed)."""
+        return {} if self.model_backed else self.source.bias
+
     def grader(self, score_rule: str = "healthbench") -> Any:
         """The judge's grader (a model-backed one loads its model: only then is its module imported)."""
         if not self.model_backed:

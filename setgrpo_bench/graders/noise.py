@@ -7,14 +7,15 @@ length bias (longer answers look better). A share of the errors is *persistent*:
 makes the same mistake on the same response and criterion every time it is asked, so repeating the
 judge does not average it away. A small share of calls may be *gross errors* (the judge misreads the
 response and flips most verdicts: one mis-scored response in a group). Scores may be reported on a
-Likert scale, and a call may fail. ``cost`` prices a call relative to the training judge.
+Likert scale, and a call may fail. ``cost`` prices a call relative to the training judge. A profile
+may carry an injected ``bias`` (``graders/bias.py``): its score then rewards one surface feature.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ class NoiseProfile:
     confidence_auroc: float = 0.0  # > 0.5: how well the reported confidence separates wrong verdicts from right ones
     gross_visible: float = 0.0  # probability that a gross-error call shows up as low confidence on all its verdicts
     difficulty_sd: float = 0.0  # sd of a call's latent difficulty: a logit shift towards error on all its verdicts
+    bias: Mapping[str, Any] = field(default_factory=dict)  # an injected bias (family, strength, feature); empty: none
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -78,7 +80,8 @@ class NoiseProfile:
         return cls(**{k: v for k, v in raw.items() if k != "kind"})
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: dict(v) if isinstance(v, Mapping) else v for k, v in asdict(self).items()}
+        """The profile's fields as in its YAML file (``bias`` only when it has one)."""
+        return {k: dict(v) if isinstance(v, Mapping) else v for k, v in asdict(self).items() if k != "bias" or v}
 
     def fingerprint(self) -> dict[str, Any]:
         """What defines the judge's scores, for suite hashes: every field but the price of a call, and

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -14,6 +15,7 @@ from ..errors import ConfigError
 from ..tasks.model import TaskInstance
 from ..tasks.response import ResponseView
 from ..tasks.scoring import SCORE_RULES, rubric_score
+from .bias import biased, has_feature
 from .grade import Grade
 from .noise import HERMITE, NoiseProfile, load_profile, persistent_uniforms
 
@@ -25,7 +27,8 @@ def _shifted(rate: np.ndarray, shift: np.ndarray) -> np.ndarray:
 
 
 class RubricGrader:
-    """Grades with the rubric's programmatic checks, then corrupts the verdicts with a noise profile.
+    """Grades with the rubric's programmatic checks, then corrupts the verdicts with a noise profile
+    (and the score with the profile's injected bias, if it has one).
 
     Every call draws exactly ``(max_retries + 1) × (J + 2)`` uniforms per response from ``rng``
     (invalid-output draw, leniency draw, one error draw per criterion, per attempt), plus ``J + 1``
@@ -71,6 +74,8 @@ class RubricGrader:
         fp, fn = p.base_rates(task.categories)
         observed, gross_call, hard, tail = self._judged(task, views, true, draws, n_words, (fp, fn))
         score, raw = rubric_score(task.points, observed, self.score_rule)
+        if p.bias:  # an injected bias: (s + α·b) / (1 + α), on the scale the judge reports
+            score = biased(score, [has_feature(p.bias, v) for v in views], p.bias["strength"])
         if p.likert_levels:
             score = np.round(score * (p.likert_levels - 1)) / (p.likert_levels - 1)
         true_score, true_raw = rubric_score(task.points, true, self.score_rule)
@@ -82,6 +87,8 @@ class RubricGrader:
         else:
             confidence = 1 - stated
             spread = self._spread(task, observed)
+        if p.bias:
+            spread = spread / (1.0 + p.bias["strength"])  # the bias is certain: only the rescaled gold part varies
         calls = (attempt + 1) * J
         return [
             Grade(
@@ -143,6 +150,11 @@ class RubricGrader:
         points = task.points
         w = points / points[points > 0].sum() if self.score_rule == "healthbench" else np.abs(points) / np.abs(points).sum()
         return np.sqrt((w**2 * r * (1 - r)).sum(axis=-1))
+
+
+def injected_bias(grader: Any) -> Mapping[str, Any]:
+    """The injected bias of a simulated judge's profile (empty for none, and for any other grader)."""
+    return grader.profile.bias if isinstance(grader, RubricGrader) else {}
 
 
 DIFFICULTY_IN_CONFIDENCE = 1.5

@@ -33,6 +33,7 @@ def evaluate(
     judged: bool = True,
     batch: int = 256,
     on_progress: Callable[[int, int], None] | None = None,
+    feature: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
     """One sampled response per instance of each env's ``split`` of the eval split (``dev`` or ``test``,
     its first ``instances``; 0: all), graded by the env's judge; the true score is the noise-free rubric
@@ -40,7 +41,8 @@ def evaluate(
     total)`` after each); runs on the ``stream`` random streams of run ``seed`` (``eval``; ``curve`` for
     the held-out curve), leaving the caller's torch and numpy random states untouched. ``judged`` False
     scores only the true rubric score where every criterion has a check (no judge call: the held-out
-    curve's price), and returns the macro true score alone.
+    curve's price), and returns the macro true score alone. ``feature`` (a judged evaluation): the share
+    of each env's responses that show it, and its macro average (an injected bias's feature).
     """
     tasks = {env.benchmark.name: [env.benchmark.instance("eval", i) for i in eval_indices(env.benchmark, split, instances)]
              for env in envs}
@@ -70,8 +72,10 @@ def evaluate(
             "invalid_rate": float(np.isnan(judge).mean()),
             "true_score_is_estimate": any(g.true_score_is_estimate for g in grades),
             "example": {"task_id": env_tasks[0].id, "response": env_texts[0]},
+            **({"feature_rate": float(np.mean([feature(r) for r in env_texts]))} if feature else {}),
         }
-    return {"per_env": per_env, **aggregate(per_env)}
+    features = {"macro_feature_rate": float(np.mean([r["feature_rate"] for r in per_env.values()]))} if feature else {}
+    return {"per_env": per_env, **aggregate(per_env), **features}
 
 
 def _macro_true(envs: Sequence[RubricEnv], tasks: dict[str, list[Any]], texts: list[str]) -> float:

@@ -12,7 +12,11 @@ suite — and is described by what robust methods depend on:
   spread_spearman  Spearman correlation of the judge's stated score spread with |score − true|
   length_effect    judge − true per doubling of the response's length (slope on log2 words)
   gross_calls      share of calls that get more than half of their verdicts wrong
+  true_spearman    Spearman correlation of the judge's score with the true score
   cost             the price of a call relative to the training judge
+and, for a judge with an injected bias (``graders/bias.py``):
+  feature_rate     share of the responses that show the biased feature
+  bias_share       the bias's share of the judge's mean score: mean α·b/(1 + α) over mean score
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from scipy.stats import rankdata, spearmanr
 
 from ..agents.config import TrainConfig
 from ..graders import make_grader
-from ..graders.judge_profiles import judge_profile_names
+from ..graders.bias import has_feature
+from ..graders.judge_profiles import judge_profile, judge_profile_names
+from ..tasks.response import ResponseView
 from ..policy import load_policy
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
@@ -61,30 +67,36 @@ def sample_responses(config: TrainConfig, prompts: int, group_size: int) -> list
 
 def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed: int) -> dict[str, float]:
     """The statistics of the module docstring for one noise profile on ``samples``."""
-    grader = make_grader(name)
+    grader, bias = make_grader(name), judge_profile(name).bias
     rng = generator(seed, "judges", 1, name_key(name))
-    errors, spreads, lengths, wrong, confidence, gross = [], [], [], [], [], []
+    errors, spreads, lengths, wrong, confidence, gross, scores, features = [], [], [], [], [], [], [], []
     for task, responses in samples:
         fp, fn = grader.stated_rates(task)
         for text, grade in zip(responses, grader.grade_group(task, responses, rng)):
             if not grade.valid:
                 continue
             errors.append(grade.score - grade.true_score)
+            scores.append((grade.score, grade.true_score))
+            features.append(bool(bias) and has_feature(bias, ResponseView(text)))
             spreads.append(grade.spread)
             lengths.append(max(len(text.split()), 1))
             miss = grade.verdicts != grade.true_verdicts
             wrong.append(miss)
             confidence.append(grade.confidence if grade.confidence is not None else 1 - np.where(grade.verdicts, fp, fn))
             gross.append(miss.mean() > 0.5)
-    errors, wrong, confidence = np.array(errors), np.concatenate(wrong), np.concatenate(confidence)
+    errors, wrong, confidence, scores = np.array(errors), np.concatenate(wrong), np.concatenate(confidence), np.array(scores)
     slope = float(np.polyfit(np.log2(lengths), errors, 1)[0]) if len(set(lengths)) > 1 else float("nan")
     return {
         "error_rms": float(np.sqrt(np.mean(errors**2))), "error_mean": float(errors.mean()),
         "verdict_error": float(wrong.mean()), "confidence_auroc": auroc(-confidence, wrong),
         "spread_spearman": (float(spearmanr(spreads, np.abs(errors)).statistic)
                             if np.ptp(spreads) > 0 and np.ptp(errors) > 0 else float("nan")),
-        "length_effect": slope, "gross_calls": float(np.mean(gross)), "cost": float(grader.cost_per_call),
-        "graded": len(errors),
+        "length_effect": slope, "gross_calls": float(np.mean(gross)),
+        "true_spearman": float(spearmanr(scores[:, 0], scores[:, 1]).statistic) if np.ptp(scores[:, 0]) > 0 else float("nan"),
+        "cost": float(grader.cost_per_call), "graded": len(errors),
+        **({"feature_rate": float(np.mean(features)),
+            "bias_share": float(bias["strength"] * np.mean(features) / (1 + bias["strength"]) / scores[:, 0].mean())}
+           if bias else {}),
     }
 
 

@@ -25,14 +25,18 @@ from ..agents.config import TrainConfig
 from ..agents.plugins import plugins_used
 from ..agents.presets import catalog_presets
 from ..errors import SetgrpoBenchError
+from ..graders.bias import has_feature
+from ..graders.rubric_grader import injected_bias
 from ..hashing import code_fingerprint, stable_hash
 from ..policy import load_policy
 from ..policy.embedded import cache_root
 from ..policy.engine import RolloutEngine
+from ..tasks.response import ResponseView
 from .allocator import keep_freed_memory
 from .checkpoints import resume_from, save_checkpoint
 from .engines import make_engine
 from .evaluation import evaluate
+from .hacking import hacking_anatomy
 from .pooled import drift_diagnostics, summarise_diagnostics, summarise_updates
 from .report import evaluation_table, plot_curves, plot_setgrpo, summary_table
 from .reporting import Reporters
@@ -142,8 +146,11 @@ def _run_record(config: TrainConfig, policy: Any, envs: list) -> dict[str, Any]:
 
 def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
             records: list[dict[str, Any]]) -> dict[str, Any]:
-    """``eval.json``: both evaluations, the judge's calls and cost, SetGRPO's and the optimiser's statistics."""
+    """``eval.json``: both evaluations, the judge's calls and cost, SetGRPO's and the optimiser's statistics,
+    the held-out curve and what it says of reward hacking."""
     drift = drift_diagnostics(records)
+    curve = held_out_curve(initial, records) if config.run.eval_every else []
+    hacking = hacking_anatomy(curve, records)
     return {
         "agent": config.run.agent, "oracle": config.grading.oracle, "seed": config.run.seed, "steps": config.run.steps,
         "initial": initial, "final": final,
@@ -156,14 +163,16 @@ def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
         **({"drift": drift} if drift else {}),
         **({"stopped_at_step": next((r["step"] for r in records if r.get("stopped")), None)}
            if config.stopping.stop != "none" else {}),
-        **({"curve": held_out_curve(initial, records)} if config.run.eval_every else {}),
+        **({"curve": curve} if config.run.eval_every else {}),
+        **({"hacking": hacking} if hacking else {}),
     }
 
 
 def held_out_curve(initial: dict[str, Any], records: list[dict[str, Any]]) -> list[dict[str, float]]:
     """The held-out (dev) curve of a run: the step and true score at step 0 and every curve point."""
     points = [(0, initial["curve"])] + [(r["step"], r) for r in records if "dev_true_score" in r]
-    return [{"step": step, "true_score": p["dev_true_score"]} for step, p in points]
+    return [{"step": step, **{key.removeprefix("dev_"): value for key, value in p.items() if key.startswith("dev_")}}
+            for step, p in points]
 
 
 def _report(config: TrainConfig, rundir: RunDir, envs: list, records: list[dict[str, Any]], result: dict[str, Any],
@@ -308,11 +317,16 @@ def _curve_due(config: TrainConfig, step: int, stopped: bool) -> bool:
 
 def curve_point(config: TrainConfig, engine: RolloutEngine, envs: list) -> dict[str, float]:
     """The training policy's macro true score on the first ``curve_instances`` dev instances of each
-    benchmark (the ``curve`` random stream: every point samples the same way), from the rubric's checks:
-    no judge call, so a point costs its generations only."""
+    benchmark (the ``curve`` random stream: every point samples the same way), and the training judge's
+    score of the same responses (its own ``curve_grading`` stream: the policy's streams are untouched),
+    so that the curve shows where judge and truth part (``harness/hacking.py``); under a judge with an
+    injected bias, the share of the responses that show its feature."""
+    bias = injected_bias(envs[0].grader)
     result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
-                      stream="curve", judged=False)
-    return {"dev_true_score": result["macro_true_score"]}
+                      stream="curve", feature=(lambda text: has_feature(bias, ResponseView(text))) if bias else None)
+    return {"dev_true_score": result["macro_true_score"], "dev_true_score_se": result["macro_true_score_se"],
+            "dev_judge_score": result["macro_judge_score"], "dev_judge_score_se": result["macro_judge_score_se"],
+            **({"dev_feature_rate": result["macro_feature_rate"]} if bias else {})}
 
 
 def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from ..agents.base import Decision, Groups, Needs
 from ..agents.build import build_agent
 from ..agents.config import TrainConfig
 from ..envs.rubric_env import RubricEnv
+from ..graders.bias import feature_rate
+from ..graders.rubric_grader import injected_bias
 from ..policy.engine import RolloutEngine
 from ..policy.model import Policy
 from .audit import Auditor
@@ -50,6 +52,7 @@ class Trainer:
                  engine: RolloutEngine | None = None) -> None:
         """``engine``: the rollout engine (default: the config's, ``make_engine``)."""
         self.config, self.policy, self.envs = config, policy, envs
+        self.bias = injected_bias(envs[0].grader) if envs else {}
         torch.manual_seed(torch_seed(config.run.seed, "sampling"))
         self.engine = engine if engine is not None else make_engine(config, policy)
         self.collector = Collector(config, self.engine, envs)
@@ -114,7 +117,8 @@ class Trainer:
         return self.geometry.grams(groups.rollout, rows, keep_gradients=keep_gradients)
 
     def step_metrics(self, batch: Batch, decision: Decision) -> dict[str, Any]:
-        """Rewards, true scores (diagnostics only), coefficient statistics, lengths, memory."""
+        """Rewards, true scores (diagnostics only), coefficient statistics, lengths, memory, and the share
+        of the batch's responses that show the training judge's injected bias (if it has one)."""
         rewards = batch.groups.rewards
         lengths = batch.groups.rollout.response_mask.sum(1).float()
         return {
@@ -126,6 +130,7 @@ class Trainer:
             **decision.stats,
             **true_score_diagnostics(decision.records, batch.true_scores, std_floor=self.config.coefficients.std_floor),
             "response_tokens": float(lengths.mean()),
+            **({"feature_rate": feature_rate(self.bias, batch.groups.rollout.texts)} if self.bias else {}),
             "peak_rss_mb": peak_rss_mb(),
             **({"gpu_peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9} if self.policy.device.type == "cuda" else {}),
         }

@@ -154,11 +154,15 @@ def _computed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if not is_measured(k)} for r in records]
 
 
-def _as_recorded(again: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
-    """A re-executed record restricted to the fields the recorded run wrote: a field written only since
-    the run was recorded (a newer diagnostic) is new, not a contradiction; a recorded field the
-    re-execution lacks or computes otherwise still is."""
-    return {k: v for k, v in again.items() if k in recorded}
+def _as_recorded(again: Any, recorded: Any) -> Any:
+    """A re-executed record restricted, at every depth, to the fields the recorded run wrote: a field
+    written only since the run was recorded (a newer diagnostic, a held-out curve point's judge score)
+    is new, not a contradiction; a recorded field the re-execution lacks or computes otherwise still is."""
+    if isinstance(again, dict) and isinstance(recorded, dict):
+        return {k: _as_recorded(v, recorded[k]) for k, v in again.items() if k in recorded}
+    if isinstance(again, list) and isinstance(recorded, list) and len(again) == len(recorded):
+        return [_as_recorded(a, r) for a, r in zip(again, recorded)]
+    return again
 
 
 def _same_file(recorded: Path, again: Path) -> bool:
