@@ -140,3 +140,20 @@ def test_the_audit_command_draws_seeds_keeps_its_record_and_refuses_what_it_cann
     _forge(board, entry)
     assert main(["leaderboard", "audit", "--board", str(board), "--entry", entry["name"]]) == 1
     assert main(["leaderboard", "audit", "--board", str(board), "--entry", "nobody"]) == 2
+
+
+def test_a_field_written_since_a_run_was_recorded_is_new_at_any_depth_but_a_recorded_one_must_agree(tmp_path):
+    """A re-execution that adds the judge's score to every held-out curve point reproduces a run recorded
+    before curve points had it; one whose recorded true score differs, or that drops a point, does not."""
+    from setgrpo_bench.leaderboard.audit import _same_file
+
+    recorded = {"curve": [{"step": 0, "true_score": 0.3}, {"step": 20, "true_score": 0.4}], "seed": 0}
+    again = {"curve": [{"step": 0, "true_score": 0.3, "judge_score": 0.2}, {"step": 20, "true_score": 0.4, "judge_score": 0.5}],
+             "seed": 0, "hacking": {"onset_step": None}}
+    write_json(tmp_path / "recorded.json", recorded)
+    for name, data, same in [("again", again, True),
+                             ("changed", {**again, "curve": [again["curve"][0], {**again["curve"][1], "true_score": 0.41}]}, False),
+                             ("shorter", {**again, "curve": again["curve"][:1]}, False),
+                             ("lacking", {"curve": again["curve"]}, False)]:
+        write_json(tmp_path / f"{name}.json", data)
+        assert _same_file(tmp_path / "recorded.json", tmp_path / f"{name}.json") is same, name
