@@ -204,6 +204,26 @@ def test_a_runs_reversal_by_block_must_be_what_its_metrics_give():
         "eval.json: the reversal by block and by window age is not what metrics.jsonl gives"]
 
 
+def test_a_runs_hacking_anatomy_must_be_what_its_curve_and_metrics_give():
+    from setgrpo_bench.files import finite_json
+    from setgrpo_bench.harness.hacking import hacking_anatomy
+
+    config, result, metrics = _run()
+    result["curve"] = [{"step": 20 * i, "true_score": 0.35, "judge_score": 0.3 + 0.02 * i, "judge_score_se": 0.01,
+                        "true_score_se": 0.01} for i in range(4)]
+    for i, record in enumerate(metrics.records):
+        record["feature_rate"] = 0.03 + 0.01 * max(0, i - 40)
+    result["hacking"] = finite_json(hacking_anatomy(result["curve"], metrics.records))
+    assert result["hacking"]["discovery_step"] is not None
+    assert run_problems(config, result, metrics) == []
+    expected = ["eval.json: the hacking onset and the bias's discovery are not what its curve and metrics.jsonl give"]
+    result["hacking"]["discovery_step"] += 1
+    assert run_problems(config, result, metrics) == expected
+    result["hacking"]["discovery_step"] -= 1
+    result["curve"][-1]["judge_score"] += 0.2
+    assert run_problems(config, result, metrics) == expected
+
+
 def test_a_run_made_before_updates_were_logged_is_checked_without_them():
     config, result, metrics = _run()
     del result["updates"]

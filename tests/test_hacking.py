@@ -119,3 +119,35 @@ def test_a_run_under_a_biased_judge_records_its_feature_and_the_judged_curve(sma
                for p in result["curve"])
     assert all(0 <= r["feature_rate"] <= 1 for r in records)
     assert result["hacking"] == finite_json(hacking_anatomy(result["curve"], records))
+
+
+def test_seeds_pool_into_counts_medians_and_means_and_the_page_shows_them():
+    from setgrpo_bench.harness.hacking import pool_hacking
+    from setgrpo_bench.leaderboard.tables import hacking_frame
+
+    runs = [{"onset_step": 60, "gap_start": -0.1, "gap_end": 0.2, "initial_rate": 0.03, "final_rate": 0.8,
+             "discovery_step": 40, "exploitability": 0.2},
+            {"onset_step": None, "gap_start": -0.2, "gap_end": 0.0, "initial_rate": 0.05, "final_rate": 0.6,
+             "discovery_step": 50, "exploitability": "nan"},
+            {"onset_step": 80, "gap_start": -0.3, "gap_end": 0.1, "initial_rate": 0.04, "final_rate": 0.1,
+             "discovery_step": None, "exploitability": None}, {}]
+    pooled = pool_hacking(runs)
+    assert pooled == pytest.approx({"runs": 3, "onsets": 2, "onset_step_median": 70.0, "gap_start": -0.2, "gap_end": 0.1,
+                                    "initial_rate": 0.04, "final_rate": 0.5, "discoveries": 2,
+                                    "discovery_step_median": 45.0, "exploitability": 0.2})
+    assert pool_hacking([{}]) == {}
+    assert pool_hacking([{k: runs[2][k] for k in ("onset_step", "gap_start", "gap_end")}]) == {
+        "runs": 1, "onsets": 1, "onset_step_median": 80.0, "gap_start": -0.3, "gap_end": 0.1}
+    unseen = pool_hacking([{**runs[2], "onset_step": None}])
+    assert unseen["onset_step_median"] is None and unseen["discovery_step_median"] is None and unseen["exploitability"] is None
+    entries = [{"name": "grpo-biased", "suite": {"noise": "biased-closing"}, "hacking": pooled},
+               {"name": "grpo-realistic", "suite": {"noise": "realistic"}},
+               {"name": "grpo-plain", "suite": {"noise": "clean"}, "hacking": pool_hacking([{k: runs[2][k] for k in (
+                   "onset_step", "gap_start", "gap_end")}])}]
+    frame = hacking_frame(entries)
+    assert list(frame["entry"]) == ["grpo-biased", "grpo-plain"]
+    first = frame.iloc[0].to_dict()
+    assert first["onset (runs, median step)"] == "2/3, 70" and first["judge − true (start → end)"] == "-0.200 → +0.100"
+    assert first["feature rate (start → end)"] == "0.040 → 0.500" and first["discovered (runs, median step)"] == "2/3, 45"
+    assert first["exploitability (/10 steps)"] == "+0.200"
+    assert frame.iloc[1]["feature rate (start → end)"] == "—"

@@ -80,3 +80,26 @@ def hacking_anatomy(curve: Sequence[Mapping[str, float]], records: Sequence[Mapp
                    discovery_step=found,
                    exploitability=exploitability(steps, rates, found, span=span) if found is not None else None)
     return out
+
+
+def pool_hacking(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several seeds' hacking anatomy for a board (``hacking`` of a submission): how many runs showed an
+    onset and at which steps (median), judge − true at the curve's start and end (means), and, under an
+    injected bias, the feature's initial and final rate (means), how many runs discovered it and when
+    (median), and its exploitability (mean over the runs that discovered it). Empty for no anatomy."""
+    runs = [r for r in runs if r]
+    if not runs:
+        return {}
+    out: dict[str, Any] = {"runs": len(runs)}
+    if all("onset_step" in r for r in runs):
+        onsets = [r["onset_step"] for r in runs if r["onset_step"] is not None]
+        out.update(onsets=len(onsets), onset_step_median=float(np.median(onsets)) if onsets else None,
+                   gap_start=float(np.mean([r["gap_start"] for r in runs])), gap_end=float(np.mean([r["gap_end"] for r in runs])))
+    if all("discovery_step" in r for r in runs):
+        found = [r for r in runs if r["discovery_step"] is not None]
+        speeds = [r["exploitability"] for r in found if isinstance(r["exploitability"], float) and np.isfinite(r["exploitability"])]
+        out.update(initial_rate=float(np.mean([r["initial_rate"] for r in runs])),
+                   final_rate=float(np.mean([r["final_rate"] for r in runs])), discoveries=len(found),
+                   discovery_step_median=float(np.median([r["discovery_step"] for r in found])) if found else None,
+                   exploitability=float(np.mean(speeds)) if speeds else None)
+    return out

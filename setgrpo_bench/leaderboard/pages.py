@@ -14,10 +14,12 @@ from .layout import FINDINGS
 from .tables import (
     APART,
     DRIFT,
+    HACKING,
     apart_frame,
     columns,
     drift_frame,
     entry_provenance,
+    hacking_frame,
     judge_table,
     protocols_of,
     provenance,
@@ -70,6 +72,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(judge_table(frame[frame["noise"] == profile])), ""]
         if not (drift := drift_frame(submissions)).empty:
             lines += ["## SetGRPO's certificate as the policy moves", "", DRIFT, "", *_markdown_table(drift), ""]
+        if not (hacking := hacking_frame(submissions)).empty:
+            lines += ["## Reward hacking", "", HACKING, "", *_markdown_table(hacking), ""]
         lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
                   "- the domain columns: the mean true score of the domain's benchmarks", ""]
         if protocols := protocols_of(submissions):
@@ -123,6 +127,9 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
         if not (drift := drift_frame(submissions)).empty:
             body.append(f"<h2>SetGRPO's certificate as the policy moves</h2><p>{html.escape(DRIFT)}</p>"
                         + drift.to_html(index=False, escape=True, classes="board", border=0))
+        if not (hacking := hacking_frame(submissions)).empty:
+            body.append(f"<h2>Reward hacking</h2><p>{html.escape(HACKING)}</p>"
+                        + hacking.to_html(index=False, escape=True, classes="board", border=0))
         body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                       for k, v in columns(submissions).items()) + "</dl>")
         if protocols := protocols_of(submissions):

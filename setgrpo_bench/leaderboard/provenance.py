@@ -24,6 +24,8 @@ import numpy as np
 from ..agents.presets import resolve_config
 from ..errors import SetgrpoBenchError
 from ..harness.averages import aggregate
+from ..files import finite_json
+from ..harness.hacking import hacking_anatomy
 from ..harness.pooled import drift_diagnostics, summarise_diagnostics, summarise_updates
 from ..harness.rundir import MetricsFile, metrics_problems
 from .aggregate import SEED_LEVEL_SCHEMA, macro_se, mean_se, seed_level_se
@@ -83,6 +85,8 @@ def run_problems(config: Mapping[str, Any], result: Mapping[str, Any], metrics: 
             problems.append(f"eval.json: update statistics {sorted(differing)} are not what metrics.jsonl gives")
     if "drift" in result and result["drift"] != drift_diagnostics(records):  # runs made before it have none
         problems.append("eval.json: the reversal by block and by window age is not what metrics.jsonl gives")
+    if "hacking" in result and result["hacking"] != finite_json(hacking_anatomy(result.get("curve", []), records)):
+        problems.append("eval.json: the hacking onset and the bias's discovery are not what its curve and metrics.jsonl give")
     return problems
 
 

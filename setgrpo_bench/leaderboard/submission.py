@@ -18,6 +18,7 @@ from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..files import exists
 from ..harness.overoptimisation import curves, held_out_grid, held_out_overoptimisation, overoptimisation
+from ..harness.hacking import pool_hacking
 from ..harness.pooled import pool_drift, pool_seeds
 from ..harness.rundir import MANIFEST, FileError, read_json, read_metrics, step_timings
 from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
@@ -184,8 +185,8 @@ def _add_plugins(submission: dict[str, Any], read: list[Any]) -> None:
 
 def _add_dynamics(submission: dict[str, Any], read: list[Any], steps: int) -> None:
     """Schema ≥ 4: the per-step SEs of the curves, the over-optimisation statistics, what the optimiser
-    did, averaged over seeds, and SetGRPO's reversal by block and window age, pooled over seeds (each
-    when every run logged it)."""
+    did, averaged over seeds, SetGRPO's reversal by block and window age, pooled over seeds, and the
+    reward hacking read from each run (``harness/hacking.py``), pooled (each when every run logged it)."""
     judge, true = curves([folder for folder, *_ in read])
     per_step_se = lambda v: (v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(v.shape[1])).tolist()  # noqa: E731
     submission["curves"].update({"true_score_se": per_step_se(true), "reward_se": per_step_se(judge)})
@@ -199,6 +200,9 @@ def _add_dynamics(submission: dict[str, Any], read: list[Any], steps: int) -> No
     drifts = [r["drift"] for _, _, r, _ in read if r.get("drift")]
     if drifts and len(drifts) == len(read):
         submission["drift"] = pool_drift(drifts)
+    anatomies = [r["hacking"] for _, _, r, _ in read if r.get("hacking")]
+    if anatomies and len(anatomies) == len(read):
+        submission["hacking"] = pool_hacking(anatomies)
 
 
 def _add_curves(submission: dict[str, Any], read: list[Any], version: int, steps: int) -> None:

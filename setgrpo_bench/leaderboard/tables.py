@@ -221,6 +221,34 @@ def drift_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
+HACKING = ("Reward hacking per entry (harness/hacking.py): the runs whose held-out curve shows an onset — judge − true "
+           "leaves its early band while the true score stops rising — and the median step; judge − true at the curve's "
+           "start and end (means over seeds); under an injected bias, the rate of its feature at the start and end of "
+           "training, the runs that discovered it (its rate above 2× its initial rate), the median step, and the rate "
+           "gained per 10 steps after (exploitability).")
+
+
+def hacking_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per entry whose runs read their hacking anatomy (``hacking``)."""
+    def number(value: float | None, spec: str) -> str:
+        return "—" if value is None else format(value, spec)
+
+    rows = []
+    for s in submissions:
+        if not (h := s.get("hacking")):
+            continue
+        row = {"entry": s["name"], "judge": s["suite"]["noise"]}
+        if "onsets" in h:
+            row["onset (runs, median step)"] = f"{h['onsets']}/{h['runs']}, {number(h['onset_step_median'], '.0f')}"
+            row["judge − true (start → end)"] = f"{h['gap_start']:+.3f} → {h['gap_end']:+.3f}"
+        if "discoveries" in h:
+            row["feature rate (start → end)"] = f"{h['initial_rate']:.3f} → {h['final_rate']:.3f}"
+            row["discovered (runs, median step)"] = f"{h['discoveries']}/{h['runs']}, {number(h['discovery_step_median'], '.0f')}"
+            row["exploitability (/10 steps)"] = number(h["exploitability"], "+.3f")
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
+
+
 APART = ("Entries whose runs are not on this board: their numbers could not be rebuilt from runs, so they are "
          "not ranked and not in the verdicts.")
 
