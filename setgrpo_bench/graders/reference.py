@@ -10,8 +10,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..tasks.model import TaskInstance
-from ..tasks.scoring import rubric_score
 from ..tasks.response import ResponseView
+from ..tasks.scoring import rubric_score
 from .bias import biased, has_feature
 from .grade import Grade
 from .judge_profiles import judge_profile, make_grader

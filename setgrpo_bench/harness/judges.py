@@ -32,8 +32,8 @@ from ..agents.config import TrainConfig
 from ..graders import make_grader
 from ..graders.bias import has_feature
 from ..graders.judge_profiles import judge_profile, judge_profile_names
-from ..tasks.response import ResponseView
 from ..policy import load_policy
+from ..tasks.response import ResponseView
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
 from .suite import make_envs

@@ -33,7 +33,6 @@ from .verdicts import (
     verdicts,
 )
 
-
 NO_VERDICTS = ("No verdicts against the baseline: they need each seed's macro score under the same judge as the "
                "baseline's, which these entries do not hold (an archived board kept its seeds' means only).")
 

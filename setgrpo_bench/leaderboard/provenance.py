@@ -23,8 +23,8 @@ import numpy as np
 
 from ..agents.presets import resolve_config
 from ..errors import SetgrpoBenchError
-from ..harness.averages import aggregate
 from ..files import finite_json
+from ..harness.averages import aggregate
 from ..harness.hacking import hacking_anatomy
 from ..harness.pooled import drift_diagnostics, summarise_diagnostics, summarise_updates
 from ..harness.rundir import MetricsFile, metrics_problems

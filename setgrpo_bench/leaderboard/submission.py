@@ -17,8 +17,13 @@ from ..agents.config import TrainConfig
 from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from ..files import exists
-from ..harness.overoptimisation import curves, held_out_grid, held_out_overoptimisation, overoptimisation
 from ..harness.hacking import pool_hacking
+from ..harness.overoptimisation import (
+    curves,
+    held_out_grid,
+    held_out_overoptimisation,
+    overoptimisation,
+)
 from ..harness.pooled import pool_drift, pool_seeds
 from ..harness.rundir import MANIFEST, FileError, read_json, read_metrics, step_timings
 from ..harness.suite import SUITE_FIELDS, changed_parts, suite_fingerprint, suite_parts
