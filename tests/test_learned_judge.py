@@ -58,6 +58,24 @@ def test_shared_prefix_probabilities_equal_asking_each_question_alone(grader, me
     assert np.abs(shared - alone).max() < 1e-5
 
 
+def test_a_call_larger_than_one_block_is_graded_block_by_block_with_the_same_probabilities(grader, medication, monkeypatch):
+    """Memory stays bounded however many pairs a call holds (``PAIRS_PER_BLOCK``); a call within one block
+    is a single forward, so a training group's probabilities do not depend on the split."""
+    from setgrpo_bench.judges.learned import PAIRS_PER_BLOCK
+
+    task = medication.instance("train", 2)
+    criteria = [c.text for c in task.rubric]
+    group = ["Take 10 mg twice a day.", "", "Call your doctor today, Ana. " * 3, "No."]
+    one = grader.yes_probabilities(group, criteria)
+    blocks, block = [], grader._yes_block
+    monkeypatch.setattr(grader, "_yes_block", lambda responses, c: blocks.append(len(responses) * len(c)) or block(responses, c))
+    many = grader.yes_probabilities(group * (PAIRS_PER_BLOCK // len(criteria)), criteria)
+    assert len(blocks) > 1 and max(blocks) <= PAIRS_PER_BLOCK and sum(blocks) == many.size
+    np.testing.assert_allclose(many, np.tile(one, (PAIRS_PER_BLOCK // len(criteria), 1)), atol=1e-6)
+    np.testing.assert_array_equal(grader._yes_block(group, criteria), one)
+    assert grader.yes_probabilities([], criteria).shape == (0, len(criteria))
+
+
 def test_group_grading_equals_one_by_one_from_the_same_stream(grader, medication):
     task = medication.instance("train", 5)
     responses = ["Take it daily.", "Ask your pharmacist about 5 mg.", "No."]

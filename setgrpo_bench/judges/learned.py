@@ -194,6 +194,10 @@ def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: in
 # ---------------------------------------------------------------- grading
 
 
+PAIRS_PER_BLOCK = 512
+"""(response, criterion) pairs graded in one forward: bounds the KV cache and the logits a call holds."""
+
+
 class LearnedJudgeGrader:
     """Grades with the learned judge: P(yes) per (response, criterion), a verdict sampled from it.
 
@@ -211,8 +215,17 @@ class LearnedJudgeGrader:
 
     @torch.no_grad()
     def yes_probabilities(self, responses: Sequence[str], criteria: Sequence[str]) -> np.ndarray:
-        """P(yes) of every (response, criterion), shape (G, J): one forward over the responses, their
-        KV cache shared by the J criteria, one forward over the G·J criterion suffixes."""
+        """P(yes) of every (response, criterion), shape (G, J), in blocks of at most ``PAIRS_PER_BLOCK``
+        pairs, so that memory is bounded however many responses a call holds. A training group (G·J of a
+        hundred or so) is one block: its probabilities are those of a single forward."""
+        per_block = max(1, PAIRS_PER_BLOCK // max(len(criteria), 1))
+        blocks = [self._yes_block(responses[i : i + per_block], criteria) for i in range(0, len(responses), per_block)]
+        return np.concatenate(blocks) if blocks else np.zeros((0, len(criteria)))
+
+    @torch.no_grad()
+    def _yes_block(self, responses: Sequence[str], criteria: Sequence[str]) -> np.ndarray:
+        """P(yes) of one block: one forward over the responses, their KV cache shared by the J criteria,
+        one forward over the G·J criterion suffixes."""
         tok, G, J = self.tokenizer, len(responses), len(criteria)
         heads = [[tok.eos_token_id] + tok(r, add_special_tokens=False)["input_ids"][: self.limit] for r in responses]
         tails = [[tok.convert_tokens_to_ids(CRITERION)] + tok(" " + c, add_special_tokens=False)["input_ids"]
