@@ -289,7 +289,7 @@ def test_the_judges_spread_uses_the_stated_rate_of_each_observed_verdict():
 
 
 def test_auroc_is_the_mann_whitney_probability_by_hand():
-    from setgrpo_bench.harness.judges import auroc
+    from setgrpo_bench.graders.measure import auroc
 
     # positives 0.9, 0.4; negatives 0.1, 0.4, 0.6: pairs won 3 of 6, 0.4 vs 0.4 tied (half), 0.4 < 0.6 lost
     assert auroc(np.array([0.9, 0.4, 0.1, 0.4, 0.6]), np.array([True, True, False, False, False])) == pytest.approx(

@@ -308,7 +308,7 @@ def test_reported_confidence_separates_wrong_verdicts_at_the_stated_auroc(target
     """Over 20,000 calls × 8 criteria, the AUROC of (1 − confidence) for wrong verdicts is the profile's
     within 4 standard errors (Hanley & McNeil 1982), with and without a latent call difficulty (which
     separates wrong verdicts a little by itself: the rest is calibrated)."""
-    from setgrpo_bench.harness.judges import auroc
+    from setgrpo_bench.graders.measure import auroc
 
     profile = NoiseProfile(**{**load_profile("realistic").to_dict(), "name": "conf", "confidence_auroc": target,
                               "difficulty_sd": difficulty})

@@ -68,7 +68,8 @@ def test_a_call_larger_than_one_block_is_graded_block_by_block_with_the_same_pro
     group = ["Take 10 mg twice a day.", "", "Call your doctor today, Ana. " * 3, "No."]
     one = grader.yes_probabilities(group, criteria)
     blocks, block = [], grader._yes_block
-    monkeypatch.setattr(grader, "_yes_block", lambda responses, c: blocks.append(len(responses) * len(c)) or block(responses, c))
+    monkeypatch.setattr(grader, "_yes_block", lambda responses, c, prompt="": blocks.append(len(responses) * len(c))
+                        or block(responses, c, prompt))
     many = grader.yes_probabilities(group * (PAIRS_PER_BLOCK // len(criteria)), criteria)
     assert len(blocks) > 1 and max(blocks) <= PAIRS_PER_BLOCK and sum(blocks) == many.size
     np.testing.assert_allclose(many, np.tile(one, (PAIRS_PER_BLOCK // len(criteria), 1)), atol=1e-6)

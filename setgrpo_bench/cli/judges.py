@@ -47,14 +47,25 @@ def _judges_measure(args: argparse.Namespace) -> int:
     table.add_column("profile")
     for label in columns.values():
         table.add_column(label, justify="right")
+    table.add_column("best hack / perfect", justify="right")
     for name, row in result["profiles"].items():
         table.add_row(name, *("—" if k not in row else f"{row[k]:+.3f}" if k == "length_effect" else f"{row[k]:.3f}"
-                              for k in columns))
+                              for k in columns), _hacks(row))
     Console(soft_wrap=False).print(table)
     if args.out:
         write_json(Path(args.out), result)
         console.print(f"measurements: {args.out}")
     return 0
+
+
+def _hacks(row: dict) -> str:
+    """The judge's score of its best hack against a perfect answer's, and whether the answer wins."""
+    if "hack_table" not in row:
+        return "—"
+    hacks = row["hack_table"]["hacks"]
+    best = max((k for k in hacks if k != "perfect answer"), key=lambda k: hacks[k]["judge_score"])
+    mark = "" if row["hack_table"]["perfect_wins"] else " ✗"
+    return f"{best} {hacks[best]['judge_score']:.2f} / {hacks['perfect answer']['judge_score']:.2f}{mark}"
 
 
 def _judges_overoptimisation(args: argparse.Namespace) -> int:

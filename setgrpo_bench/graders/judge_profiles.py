@@ -34,7 +34,7 @@ class JudgeProfile:
         aside), or a model-backed profile's fields and the key of the model's build."""
         if not self.model_backed:
             return self.source.fingerprint()
-        return {**self.source, "build": _resolve(self.source["kind"], "build_key")()}
+        return {**self.source, "build": _resolve(self.source["kind"], "build_key")(self.source)}
 
     @property
     def bias(self) -> Mapping[str, Any]:
@@ -47,7 +47,7 @@ class JudgeProfile:
             return RubricGrader(self.source, score_rule=score_rule)
         grader = _resolve(self.source["kind"], "grader")
         return grader(score_rule=score_rule, temperature=float(self.source.get("temperature", 1.0)),
-                      cost=self.cost, name=self.name)
+                      cost=self.cost, name=self.name, build=self.source.get("build") or {})
 
 
 def judge_profile(name: str | Path | NoiseProfile) -> JudgeProfile:

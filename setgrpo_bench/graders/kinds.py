@@ -15,10 +15,13 @@ from ..errors import SpecError
 from ..tasks.yamlio import line_of, load_yaml
 
 GRADER_KINDS = {"learned": {"grader": "setgrpo_bench.judges.learned:LearnedJudgeGrader",
-                            "build_key": "setgrpo_bench.judges.learned_paths:build_key"}}
-"""Profile kind → the grader class that builds it and the function naming its model's build (for suite
-hashes), as ``module:attribute`` (``judge_profiles`` resolves them)."""
-PROFILE_FIELDS = {"name", "kind", "description", "temperature", "cost"}
+                            "build_key": "setgrpo_bench.judges.learned_paths:profile_build_key"}}
+"""Profile kind → the grader class that builds it and the function naming its model's build from the
+profile's fields (for suite hashes), as ``module:attribute`` (``judge_profiles`` resolves them)."""
+PROFILE_FIELDS = {"name", "kind", "description", "temperature", "cost", "build"}
+BUILD_FIELDS = {"n_embd", "n_layer", "n_head", "label_budget", "policy_share", "held_out", "max_response_tokens", "epochs",
+                "batch_size", "lr", "seed", "reads_prompt", "max_prompt_tokens", "n_positions", "split_by_task"}
+"""What a profile's ``build`` may set (``judges.learned_paths.JudgeBuildConfig``, named here without importing it)."""
 
 
 def model_profiles() -> dict[str, dict[str, Any]]:
@@ -36,6 +39,13 @@ def _profiles(roots: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
         for key in sorted(set(data) - PROFILE_FIELDS):
             raise SpecError(f"unknown field; allowed: {sorted(PROFILE_FIELDS)}", file=str(path), line=line_of(lines, key),
                             field=key)
+        build = data.get("build", {})
+        if not isinstance(build, Mapping):
+            raise SpecError(f"expected a mapping of build fields, got {build!r}", file=str(path), line=line_of(lines, "build"),
+                            field="build")
+        for key in sorted(set(build) - BUILD_FIELDS):
+            raise SpecError(f"unknown build field; allowed: {sorted(BUILD_FIELDS)}", file=str(path),
+                            line=line_of(lines, f"build.{key}"), field=f"build.{key}")
         for key in ("temperature", "cost"):
             value = data.get(key, 1.0)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

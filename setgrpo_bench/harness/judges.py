@@ -17,36 +17,31 @@ suite — and is described by what robust methods depend on:
 and, for a judge with an injected bias (``graders/bias.py``):
   feature_rate     share of the responses that show the biased feature
   bias_share       the bias's share of the judge's mean score: mean α·b/(1 + α) over mean score
+and its hack table (``graders/hacks.py``): the judge's and the true score of responses written to fool it,
+beside a perfect answer's, on the first dev instances of each benchmark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import rankdata, spearmanr
+from scipy.stats import spearmanr
 
 from ..agents.config import TrainConfig
 from ..graders import make_grader
 from ..graders.bias import has_feature
+from ..graders.hacks import hack_table, hack_tasks
+from ..graders.measure import auroc
 from ..graders.judge_profiles import judge_profile, judge_profile_names
 from ..policy import load_policy
 from ..tasks.response import ResponseView
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
 from .suite import make_envs
-
-
-def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """P(score of a positive > score of a negative), ties counted half (the Mann–Whitney statistic)."""
-    scores, positive = np.asarray(scores, float), np.asarray(positive, bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if not n_pos or not n_neg:
-        return float("nan")
-    ranks = rankdata(scores)  # ties get their average rank
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def sample_responses(config: TrainConfig, prompts: int, group_size: int) -> list[tuple[Any, list[str]]]:
@@ -65,10 +60,13 @@ def sample_responses(config: TrainConfig, prompts: int, group_size: int) -> list
     return [(t, texts[i * group_size : (i + 1) * group_size]) for i, t in enumerate(tasks)]
 
 
-def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed: int) -> dict[str, float]:
-    """The statistics of the module docstring for one noise profile on ``samples``."""
+def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed: int,
+                    hacks: Sequence[tuple[Any, str, str]] = ()) -> dict[str, Any]:
+    """The statistics of the module docstring for one judge profile on ``samples``, and its hack table
+    on ``hacks`` ((task, perfect answer, score rule); ``graders/hacks.py``)."""
     grader, bias = make_grader(name), judge_profile(name).bias
-    rng = generator(seed, "judges", 1, name_key(name))
+    rng, hack_rng = generator(seed, "judges", 1, name_key(name)), generator(seed, "judges", 2, name_key(name))
+    graders = cache(lambda rule: make_grader(name, rule))  # one grader per benchmark score rule
     errors, spreads, lengths, wrong, confidence, gross, scores, features = [], [], [], [], [], [], [], []
     for task, responses in samples:
         fp, fn = grader.stated_rates(task)
@@ -94,10 +92,17 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
         "length_effect": slope, "gross_calls": float(np.mean(gross)),
         "true_spearman": float(spearmanr(scores[:, 0], scores[:, 1]).statistic) if np.ptp(scores[:, 0]) > 0 else float("nan"),
         "cost": float(grader.cost_per_call), "graded": len(errors),
+        **({"hack_table": hack_table(lambda task, texts, rule: _scores(graders(rule), task, texts, hack_rng), hacks,
+                                     seed=seed)} if hacks else {}),
         **({"feature_rate": float(np.mean(features)),
             "bias_share": float(bias["strength"] * np.mean(features) / (1 + bias["strength"]) / scores[:, 0].mean())}
            if bias else {}),
     }
+
+
+def _scores(grader: Any, task: Any, texts: list[str], rng: np.random.Generator) -> np.ndarray:
+    """The judge's score of each response (NaN for an invalid grade)."""
+    return np.array([g.score if g.valid else np.nan for g in grader.grade_group(task, texts, rng)])
 
 
 def measure_judges(config: TrainConfig, *, profiles: Sequence[str] | None = None, prompts: int = 64,
@@ -105,5 +110,6 @@ def measure_judges(config: TrainConfig, *, profiles: Sequence[str] | None = None
     """Every profile (default: all noise profiles of the catalog) measured on the same responses."""
     samples = sample_responses(config, prompts, group_size)
     names = list(profiles or judge_profile_names())
+    hacks = hack_tasks([env.benchmark.name for env in make_envs(config)], seed=config.run.seed)
     return {"policy": config.rollout.policy, "seed": config.run.seed, "prompts": prompts, "group_size": group_size,
-            "profiles": {name: measure_profile(name, samples, seed=config.run.seed) for name in names}}
+            "profiles": {name: measure_profile(name, samples, seed=config.run.seed, hacks=hacks) for name in names}}

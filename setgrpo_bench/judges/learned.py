@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -36,9 +36,12 @@ from rich.progress import (
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from ..graders.grade import Grade
+from ..graders.hacks import hack_table, hack_tasks
+from ..graders.measure import auroc
 from ..policy import GenerationConfig, TransformersEngine, load_policy
 from ..policy.embedded import builtin_names, install_build
 from ..policy.engine import cache_argument
+from ..policy.model import RESPONSE_MARKER
 from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..tasks.model import CATEGORIES, TaskInstance
 from ..tasks.scoring import rubric_score
@@ -82,10 +85,25 @@ def _tokenizer() -> Any:
     return tokenizer
 
 
-def _encode(tokenizer: Any, response: str, criterion: str, limit: int) -> list[int]:
-    head = [tokenizer.eos_token_id] + tokenizer(response, add_special_tokens=False)["input_ids"][:limit]
-    tail = tokenizer(" " + criterion, add_special_tokens=False)["input_ids"]
-    return head + [tokenizer.convert_tokens_to_ids(CRITERION)] + tail + [tokenizer.convert_tokens_to_ids(VERDICT)]
+def _head(tokenizer: Any, response: str, limit: int, prompt: str | None = None, prompt_limit: int = 0) -> list[int]:
+    """The shared part of a question: ``<eos> [prompt RESPONSE_MARKER] response``, each cut to its limit
+    (the prompt only for a judge that reads it, marked off as the policy sees it)."""
+    ids = [tokenizer.eos_token_id]
+    if prompt is not None:
+        ids += tokenizer(prompt, add_special_tokens=False)["input_ids"][:prompt_limit]
+        ids += tokenizer(RESPONSE_MARKER, add_special_tokens=False)["input_ids"]
+    return ids + tokenizer(response, add_special_tokens=False)["input_ids"][:limit]
+
+
+def _tail(tokenizer: Any, criterion: str) -> list[int]:
+    """A question's own part: ``<|criterion|> criterion <|verdict|>``; the answer is the next token."""
+    return ([tokenizer.convert_tokens_to_ids(CRITERION)] + tokenizer(" " + criterion, add_special_tokens=False)["input_ids"]
+            + [tokenizer.convert_tokens_to_ids(VERDICT)])
+
+
+def _encode(tokenizer: Any, response: str, criterion: str, limit: int, prompt: str | None = None,
+            prompt_limit: int = 0) -> list[int]:
+    return _head(tokenizer, response, limit, prompt, prompt_limit) + _tail(tokenizer, criterion)
 
 
 # ---------------------------------------------------------------- build
@@ -96,10 +114,29 @@ def _examples(pairs, tokenizer, config: JudgeBuildConfig, rng: np.random.Generat
     out = []
     for p, (task, response) in enumerate(pairs):
         truth = task.true_verdicts(response)
+        prompt = task.prompt_text if config.reads_prompt else None
         for criterion, met in zip(task.rubric, truth):
-            out.append((_encode(tokenizer, response, criterion.text, config.max_response_tokens), bool(met),
-                        criterion.category, p))
+            out.append((_encode(tokenizer, response, criterion.text, config.max_response_tokens, prompt,
+                                config.max_prompt_tokens), bool(met), criterion.category, p))
     return [out[i] for i in rng.permutation(len(out))]
+
+
+def _split(examples: list, pairs: list, config: JudgeBuildConfig, rng: np.random.Generator) -> tuple[list, list]:
+    """(held-out, training) labels. By default the first ``held_out`` shuffled labels (they share
+    responses with training labels); with ``split_by_task``, every label of tasks drawn in random order
+    until ``held_out`` are held out, so that no training label saw the held-out tasks or their responses."""
+    if not config.split_by_task:
+        return examples[: config.held_out], examples[config.held_out : config.held_out + config.label_budget]
+    by_task: dict[str, list[int]] = {}
+    for i, example in enumerate(examples):
+        by_task.setdefault(pairs[example[3]][0].id, []).append(i)
+    held: set[int] = set()
+    for task in rng.permutation(sorted(by_task)):
+        if len(held) >= config.held_out:
+            break
+        held.update(by_task[str(task)])
+    return ([e for i, e in enumerate(examples) if i in held],
+            [e for i, e in enumerate(examples) if i not in held][: config.label_budget])
 
 
 def _batch(rows, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -135,10 +172,10 @@ def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[s
     tokenizer = _tokenizer()
     pairs = labelled_pairs(config)
     examples = _examples(pairs, tokenizer, config, rng)
-    held, train = examples[: config.held_out], examples[config.held_out : config.held_out + config.label_budget]
+    held, train = _split(examples, pairs, config, rng)
     torch.manual_seed(config.seed)
     model = GPT2LMHeadModel(GPT2Config(
-        vocab_size=len(tokenizer), n_positions=256, n_embd=config.n_embd, n_layer=config.n_layer, n_head=config.n_head,
+        vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd, n_layer=config.n_layer, n_head=config.n_head,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_pytorch_tanh",
         bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     ))
@@ -169,7 +206,8 @@ def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[s
 
 @torch.no_grad()
 def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: int) -> dict[str, Any]:
-    """The judge measured on held-out labels: per-category accuracy and error rates, calibration."""
+    """The judge measured on held-out labels (per-category accuracy and error rates, calibration, AUROC)
+    and its hack table (``graders/hacks.py``) on dev instances, verdicts sampled from its P(yes)."""
     probs = []
     for start in range(0, len(held), 256):
         ids, mask, _ = _batch(held[start : start + 256], tokenizer.pad_token_id)
@@ -186,9 +224,20 @@ def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: in
                       "false_negative": float(1 - p[met].mean()) if met.any() else 0.0}
     bins = np.minimum((p * 10).astype(int), 9)
     ece = sum(abs(p[bins == b].mean() - truth[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
+    rng = np.random.default_rng(config.seed)
+    prompt_of = (lambda task: task.prompt_text) if config.reads_prompt else (lambda task: None)
+
+    def judged(task: TaskInstance, responses: list[str], score_rule: str) -> np.ndarray:
+        rows = [_encode(tokenizer, r, c.text, config.max_response_tokens, prompt_of(task), config.max_prompt_tokens)
+                for r in responses for c in task.rubric]
+        ids, mask = _left_padded(rows, tokenizer.pad_token_id)
+        yes = torch.softmax(_yes_logits(model, ids, mask, answers), dim=-1)[:, 0].numpy().reshape(len(responses), -1)
+        return rubric_score(task.points, rng.random(yes.shape) < yes, score_rule)[0]
+
     return {"config": asdict(config), "labels_train": n_train, "labels_held_out": len(held),
             "parameters": sum(t.numel() for t in model.parameters()), "categories": rates,
-            "accuracy": float(np.mean((p > 0.5) == truth)), "ece": float(ece)}
+            "accuracy": float(np.mean((p > 0.5) == truth)), "ece": float(ece), "auroc": auroc(p, truth),
+            "hack_table": hack_table(judged, hack_tasks(builtin_names()), seed=config.seed)}
 
 
 # ---------------------------------------------------------------- grading
@@ -206,30 +255,36 @@ class LearnedJudgeGrader:
     """
 
     def __init__(self, path: str | Path | None = None, score_rule: str = "healthbench", *, temperature: float = 1.0,
-                 cost: float = 1.0, name: str = "learned") -> None:
-        self.path = Path(path) if path is not None else build_judge()
+                 cost: float = 1.0, name: str = "learned", build: Mapping[str, Any] | None = None) -> None:
+        """``path``: a built judge's folder; by default the build ``build`` names (fields of
+        ``JudgeBuildConfig``; none: the default build), built on first use."""
+        self.path = Path(path) if path is not None else build_judge(JudgeBuildConfig.from_profile({"build": build}))
         self.model, self.tokenizer, self.card = _load_judge(self.path.resolve())
         self.limit = int(self.card["config"]["max_response_tokens"])
+        self.reads_prompt = bool(self.card["config"].get("reads_prompt", False))
+        self.prompt_limit = int(self.card["config"].get("max_prompt_tokens", 0))
         self.answers = (self.tokenizer.convert_tokens_to_ids(YES), self.tokenizer.convert_tokens_to_ids(NO))
         self.score_rule, self.temperature, self.cost_per_call, self.name = score_rule, temperature, cost, name
 
     @torch.no_grad()
-    def yes_probabilities(self, responses: Sequence[str], criteria: Sequence[str]) -> np.ndarray:
+    def yes_probabilities(self, responses: Sequence[str], criteria: Sequence[str], prompt: str = "") -> np.ndarray:
         """P(yes) of every (response, criterion), shape (G, J), in blocks of at most ``PAIRS_PER_BLOCK``
         pairs, so that memory is bounded however many responses a call holds. A training group (G·J of a
-        hundred or so) is one block: its probabilities are those of a single forward."""
+        hundred or so) is one block: its probabilities are those of a single forward. ``prompt``: the
+        task's, read by a judge built to read it (ignored by one that is not)."""
         per_block = max(1, PAIRS_PER_BLOCK // max(len(criteria), 1))
-        blocks = [self._yes_block(responses[i : i + per_block], criteria) for i in range(0, len(responses), per_block)]
+        blocks = [self._yes_block(responses[i : i + per_block], criteria, prompt)
+                  for i in range(0, len(responses), per_block)]
         return np.concatenate(blocks) if blocks else np.zeros((0, len(criteria)))
 
     @torch.no_grad()
-    def _yes_block(self, responses: Sequence[str], criteria: Sequence[str]) -> np.ndarray:
+    def _yes_block(self, responses: Sequence[str], criteria: Sequence[str], prompt: str = "") -> np.ndarray:
         """P(yes) of one block: one forward over the responses, their KV cache shared by the J criteria,
         one forward over the G·J criterion suffixes."""
         tok, G, J = self.tokenizer, len(responses), len(criteria)
-        heads = [[tok.eos_token_id] + tok(r, add_special_tokens=False)["input_ids"][: self.limit] for r in responses]
-        tails = [[tok.convert_tokens_to_ids(CRITERION)] + tok(" " + c, add_special_tokens=False)["input_ids"]
-                 + [tok.convert_tokens_to_ids(VERDICT)] for c in criteria]
+        read = prompt if self.reads_prompt else None
+        heads = [_head(tok, r, self.limit, read, self.prompt_limit) for r in responses]
+        tails = [_tail(tok, c) for c in criteria]
         head_ids, head_mask = _left_padded(heads, tok.pad_token_id)
         positions = (head_mask.cumsum(dim=1) - 1).clamp(min=0)
         out = self.model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
@@ -257,7 +312,8 @@ class LearnedJudgeGrader:
 
     def grade_group(self, task: TaskInstance, responses: Sequence[str], rng: np.random.Generator) -> list[Grade]:
         J = len(task.rubric)
-        p = self.yes_probabilities(list(responses), [c.text for c in task.rubric]) if responses else np.zeros((0, J))
+        p = (self.yes_probabilities(list(responses), [c.text for c in task.rubric], task.prompt_text) if responses
+             else np.zeros((0, J)))
         observed = rng.random((len(responses), J)) < p
         true = np.stack([task.true_verdicts(r) for r in responses]) if responses else np.zeros((0, J), bool)
         score, raw = rubric_score(task.points, observed, self.score_rule)

@@ -3,8 +3,10 @@ key, the shipped folder and the cache (the builder and the grader are ``judges.l
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ..hashing import stable_hash
 from ..policy.embedded import build_key as policy_build_key
@@ -34,21 +36,44 @@ class JudgeBuildConfig:
     batch_size: int = 32
     lr: float = 2e-3  # peak AdamW learning rate (one-cycle schedule)
     seed: int = 0  # the label draw, the initialisation and the batch order
+    reads_prompt: bool = False  # the task's prompt precedes the response in the judge's input
+    max_prompt_tokens: int = 96  # a longer prompt is cut (its start is kept)
+    n_positions: int = 256  # the longest input the model reads
+    split_by_task: bool = False  # held-out labels come from tasks (and so responses) that no training label saw
+
+    @classmethod
+    def from_profile(cls, fields: Mapping[str, Any]) -> JudgeBuildConfig:
+        """The build a ``kind: learned`` profile names (its ``build`` mapping; none: the default)."""
+        return cls(**dict(fields.get("build") or {}))
+
+
+ADDED_FIELDS = {"reads_prompt": False, "max_prompt_tokens": 96, "n_positions": 256, "split_by_task": False}
+"""Build fields added after the first build, with the values it was built with: left out of a key at
+those values, so that the first build keeps its key."""
 
 
 def build_key(config: JudgeBuildConfig = JudgeBuildConfig()) -> str:
     """What the judge is a function of: the built-in suite, the policy its samples come from, this
     config and the recipe. A shipped or cached build is used only under its own key."""
     suite = {name: load_env_benchmark(name).content_hash() for name in builtin_names()}
-    return stable_hash({"suite": suite, "policy": policy_build_key(), "config": asdict(config), "recipe": RECIPE_VERSION})
+    fields = {k: v for k, v in asdict(config).items() if k not in ADDED_FIELDS or v != ADDED_FIELDS[k]}
+    return stable_hash({"suite": suite, "policy": policy_build_key(), "config": fields, "recipe": RECIPE_VERSION})
 
 
-def shipped_key() -> str | None:
-    path = SHIPPED / KEY_FILE
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+def profile_build_key(fields: Mapping[str, Any]) -> str:
+    """The build key of the judge a ``kind: learned`` profile names (for suite hashes)."""
+    return build_key(JudgeBuildConfig.from_profile(fields))
+
+
+def shipped_builds() -> list[Path]:
+    """Every build shipped inside the package: the default one and those of ``learned_judge_*``."""
+    return [SHIPPED, *sorted(SHIPPED.parent.glob(f"{SHIPPED.name}_*"))]
 
 
 def judge_path(config: JudgeBuildConfig = JudgeBuildConfig()) -> Path:
-    """The shipped build when its key matches the current suite and config, else a folder of the cache."""
+    """The shipped build whose key matches the current suite and config, else a folder of the cache."""
     key = build_key(config)
-    return SHIPPED if shipped_key() == key else cache_root() / f"learned-judge-{key[:16]}"
+    for folder in shipped_builds():
+        if (folder / KEY_FILE).is_file() and (folder / KEY_FILE).read_text(encoding="utf-8").strip() == key:
+            return folder
+    return cache_root() / f"learned-judge-{key[:16]}"
