@@ -119,3 +119,74 @@ def test_the_learned_judge_is_a_profile_every_env_and_run_can_use():
     assert 0.0 <= reward <= 1.0 and info["valid"] and env.judge_error_rates(env.benchmark.instance("train", 0)) is not None
     learned = suite_fingerprint(resolve_config("grpo", {"noise": "learned"}))
     assert learned != suite_fingerprint(resolve_config("grpo", {"noise": "realistic"}))
+
+
+def test_a_held_out_split_by_task_shares_no_task_with_the_training_labels():
+    from types import SimpleNamespace
+
+    from setgrpo_bench.judges.learned import _split
+
+    pairs = [(SimpleNamespace(id=f"task{p % 7}"), f"response {p}") for p in range(40)]
+    examples = [([p, j], bool(j % 2), "essential", p) for p in range(40) for j in range(3)]
+    config = JudgeBuildConfig(held_out=30, label_budget=60, split_by_task=True)
+    held, train = _split(examples, pairs, config, np.random.default_rng(0))
+    held_tasks, train_tasks = ({pairs[e[3]][0].id for e in part} for part in (held, train))
+    assert not held_tasks & train_tasks and len(held) >= 30 and len(train) == 60
+    assert len(held) - 30 < max(sum(pairs[e[3]][0].id == t for e in examples) for t in held_tasks)  # whole tasks, no more
+    plain = _split(examples, pairs, JudgeBuildConfig(held_out=30, label_budget=60), np.random.default_rng(0))
+    assert plain == (examples[:30], examples[30:90])
+
+
+def test_the_first_builds_key_leaves_out_the_fields_added_since_and_a_profile_names_its_build():
+    from setgrpo_bench.graders import judge_profile
+    from setgrpo_bench.judges.learned_paths import ADDED_FIELDS, profile_build_key, shipped_folder
+
+    assert build_key(JudgeBuildConfig(**ADDED_FIELDS)) == build_key()
+    assert build_key(JudgeBuildConfig(reads_prompt=True)) != build_key()
+    assert profile_build_key({}) == build_key() == profile_build_key({"build": None})
+    assert profile_build_key({"build": {"n_layer": 3}}) == build_key(JudgeBuildConfig(n_layer=3))
+    assert shipped_folder("learned", JudgeBuildConfig()) == SHIPPED
+    assert shipped_folder("learned-prompt", JudgeBuildConfig(n_layer=3)).name == "learned_judge_prompt"
+    assert judge_profile("learned-prompt").fingerprint()["build"] != judge_profile("learned").fingerprint()["build"]
+
+
+def test_a_profile_with_an_unknown_build_field_names_it(tmp_path, monkeypatch):
+    from setgrpo_bench.catalog import ENV_VAR
+    from setgrpo_bench.errors import SpecError
+    from setgrpo_bench.graders.kinds import model_profiles
+
+    (tmp_path / "graders").mkdir()
+    (tmp_path / "graders" / "mine.yaml").write_text("name: mine\nkind: learned\nbuild:\n  n_layers: 3\n")
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(SpecError, match="unknown build field") as error:
+        model_profiles()
+    assert error.value.field == "build.n_layers" and "mine.yaml" in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory):
+    config = JudgeBuildConfig(n_embd=16, n_layer=1, n_head=2, label_budget=600, held_out=200, epochs=1, reads_prompt=True,
+                              max_prompt_tokens=32, n_positions=192, split_by_task=True)
+    return LearnedJudgeGrader(build_judge(config, out=tmp_path_factory.mktemp("judge") / "reader"))
+
+
+def test_a_judge_that_reads_the_prompt_answers_from_it_with_a_shared_prefix(reader, grader, medication):
+    task = medication.instance("train", 3)
+    criteria = [c.text for c in task.rubric]
+    responses = ["Take 10 mg twice a day with food.", ""]
+    shared = reader.yes_probabilities(responses, criteria, task.prompt_text)
+    tok = reader.tokenizer
+    rows = [_encode(tok, r, c, reader.limit, task.prompt_text, reader.prompt_limit) for r in responses for c in criteria]
+    ids, mask = _left_padded(rows, tok.pad_token_id)
+    with torch.no_grad():
+        logits = reader.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits[:, -1]
+    alone = torch.softmax(logits[:, list(reader.answers)], dim=-1)[:, 0].reshape(shared.shape).numpy()
+    assert np.abs(shared - alone).max() < 1e-5
+    elsewhere = medication.instance("train", 4).prompt_text
+    other = reader.yes_probabilities(responses, criteria, elsewhere)
+    assert np.abs(shared - other).max() > 1e-6  # the prompt is read (an untrained-sized judge reads it weakly)
+    np.testing.assert_array_equal(grader.yes_probabilities(responses, criteria, task.prompt_text),
+                                  grader.yes_probabilities(responses, criteria, elsewhere))  # one built not to, does not
+    grades = reader.grade_group(task, responses, np.random.default_rng(0))
+    assert all(g.valid for g in grades) and reader.card["config"]["reads_prompt"]
+    assert {"auroc", "hack_table"} <= set(reader.card) and 0 <= reader.card["auroc"] <= 1

@@ -70,6 +70,12 @@ def shipped_builds() -> list[Path]:
     return [SHIPPED, *sorted(SHIPPED.parent.glob(f"{SHIPPED.name}_*"))]
 
 
+def shipped_folder(profile: str, config: JudgeBuildConfig) -> Path:
+    """Where a profile's build ships: the default build in ``learned_judge``, any other in
+    ``learned_judge_<profile>``."""
+    return SHIPPED if config == JudgeBuildConfig() else SHIPPED.with_name(f"{SHIPPED.name}_{profile.removeprefix('learned-').replace('-', '_')}")
+
+
 def judge_path(config: JudgeBuildConfig = JudgeBuildConfig()) -> Path:
     """The shipped build whose key matches the current suite and config, else a folder of the cache."""
     key = build_key(config)
