@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .common import add_overrides, catalog_flag, console
 
@@ -21,6 +22,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--cpus-per-run", type=int, default=1, help="ray: CPUs (and torch threads) of each run")
     parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<noise>/<agent>/seed<k>/")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="run nothing: print the run count and the CPU-hours estimated from recorded runs' timings")
+    parser.add_argument("--timings", action="append",
+                        help="--dry-run: folders of recorded runs to price from, at any depth (default: leaderboard)")
     add_overrides(parser, "grpo", skip=("seed",))  # seeds come from --seeds; --train-judge takes a comma-separated list
     parser.set_defaults(func=_sweep)
 
@@ -37,9 +42,38 @@ def _sweep(args: argparse.Namespace) -> int:
         list(protocol.noise) if protocol else ["realistic"])
     seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    if args.dry_run:
+        return _dry_run(agents, noises, seeds, overrides, args)
     backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
     result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, backend=backend,
                    threads=args.threads, console=console)
     failed = sum(r["status"] not in ("done", "skipped (finished before)") for r in result)
     console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
     return 1 if failed else 0
+
+
+def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: dict, args: argparse.Namespace) -> int:
+    """The sweep's price (``harness/price.py``): a row per (agent, judge), its total, and the wall time at
+    ``--jobs`` runs at once."""
+    from rich.table import Table
+
+    from ..agents.presets import resolve_config
+    from ..harness.price import measured_runs, price
+    from ..harness.sweep import plan
+
+    plan(agents, noises, seeds, Path(args.out), overrides)  # every agent, judge and override validated
+    cells = [(agent, noise, len(seeds), resolve_config(agent, {**overrides, "noise": noise, "seed": seeds[0]}).to_dict())
+             for noise in noises for agent in agents]
+    roots = args.timings or [p for p in ("leaderboard",) if Path(p).is_dir()]
+    rows = price(cells, measured_runs(roots))
+    table = Table(title=f"sweep --dry-run: priced from {len(measured_runs(roots))} recorded runs in {', '.join(roots) or '(none)'}")
+    for column in ("agent", "judge", "runs", "CPU-min per run", "CPU-hours", "estimated from"):
+        table.add_column(column, justify="left" if column in ("agent", "judge", "estimated from") else "right")
+    for r in rows:
+        table.add_row(r["agent"], r["noise"], str(r["runs"]), f"{r['cpu_seconds_per_run'] / 60:.1f}", f"{r['cpu_hours']:.2f}",
+                      r["source"])
+    total = sum(r["cpu_hours"] for r in rows)
+    console.print(table)
+    console.print(f"{sum(r['runs'] for r in rows)} runs, {total:.1f} CPU-hours: about {total / args.jobs:.1f} hours "
+                  f"at --jobs {args.jobs} (one thread each)")
+    return 0

@@ -1,0 +1,49 @@
+"""``sweep --dry-run``: a sweep's runs priced from recorded runs' timings, nearest recorded runs first."""
+
+import pytest
+
+from setgrpo_bench.cli import main
+from setgrpo_bench.harness.price import MeasuredRun, estimate, measured_runs, price
+from setgrpo_bench.harness.rundir import write_json
+
+CONFIG = {"steps": 10, "groups_per_step": 4, "group_size": 5}  # 200 rollouts
+
+
+def _recorded(root, name, agent, noise, train, threads=1, *, eval_json=True):
+    folder = root / name
+    folder.mkdir(parents=True)
+    write_json(folder / "config.json", {"config": {**CONFIG, "agent": agent, "noise": noise}})
+    write_json(folder / "timings.json", {"train_seconds": train, "final_eval_seconds": 20.0, "threads": threads})
+    if eval_json:
+        write_json(folder / "eval.json", {})
+
+
+def test_recorded_runs_are_read_at_any_depth_per_rollout_and_unfinished_ones_left_out(tmp_path):
+    _recorded(tmp_path, "a/grpo/seed0", "grpo", "realistic", 180.0)
+    _recorded(tmp_path, "b/c/setgrpo/seed0", "setgrpo", "learned", 80.0, threads=2)
+    _recorded(tmp_path, "d/unfinished", "grpo", "realistic", 999.0, eval_json=False)
+    runs = sorted(measured_runs([tmp_path]), key=lambda r: r.agent)
+    assert runs == [MeasuredRun("grpo", "realistic", 1.0), MeasuredRun("setgrpo", "learned", 1.0)]
+
+
+def test_a_planned_run_is_priced_by_its_nearest_recorded_runs():
+    measured = [MeasuredRun("grpo", "realistic", 1.0), MeasuredRun("grpo", "realistic", 3.0),
+                MeasuredRun("grpo", "learned", 10.0), MeasuredRun("setgrpo", "harsh", 7.0)]
+    assert estimate("grpo", "realistic", 100, measured) == (200.0, "this agent under this judge (2 runs)")
+    assert estimate("grpo", "harsh", 100, measured) == (300.0, "this agent, other judges (3 runs)")
+    assert estimate("dapo", "harsh", 100, measured) == (700.0, "other agents, this judge (1 runs)")
+    assert estimate("dapo", "clean", 100, measured) == (500.0, "every recorded run (4 runs)")
+    seconds, source = estimate("dapo", "clean", 100, [])
+    assert seconds != seconds and source == "no recorded run"
+    rows = price([("grpo", "realistic", 5, CONFIG)], measured)
+    assert rows == [{"agent": "grpo", "noise": "realistic", "runs": 5, "cpu_seconds_per_run": 400.0,
+                     "cpu_hours": pytest.approx(2000 / 3600), "source": "this agent under this judge (2 runs)"}]
+
+
+def test_a_dry_run_prints_the_price_and_runs_nothing(tmp_path, capsys):
+    _recorded(tmp_path / "timings", "grpo/seed0", "grpo", "realistic", 1780.0)  # 9 s per rollout
+    code = main(["sweep", "--agents", "grpo", "--seeds", "3", "--steps", "10", "--groups-per-step", "4", "--group-size", "5",
+                 "--out", str(tmp_path / "sweep"), "--timings", str(tmp_path / "timings"), "--dry-run", "--jobs", "2"])
+    out = capsys.readouterr().out
+    assert code == 0 and not (tmp_path / "sweep").exists()
+    assert "30.0" in out and "1.50" in out and "3 runs, 1.5 CPU-hours: about 0.8 hours at --jobs 2" in out
