@@ -66,7 +66,7 @@ def test_a_likert_judge_reports_the_biased_score_on_its_scale(medication):
     assert biased(0.5, 1, 0.3) == pytest.approx(0.8 / 1.3)
 
 
-def test_shipped_biased_profiles_differ_from_realistic_only_by_their_bias_and_seed():
+def test_the_biased_profiles_differ_from_realistic_only_by_their_bias_and_seed():
     realistic = load_profile("realistic").fingerprint()
     for family in ("lexical", "format", "closing"):
         profile = load_profile(f"biased-{family}")

@@ -169,7 +169,8 @@ def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
 
 
 def held_out_curve(initial: dict[str, Any], records: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """The held-out (dev) curve of a run: the step and true score at step 0 and every curve point."""
+    """The held-out (dev) curve of a run: the step, true score and judge's score (with their SEs, and the
+    feature rate of an injected bias) at step 0 and every curve point."""
     points = [(0, initial["curve"])] + [(r["step"], r) for r in records if "dev_true_score" in r]
     return [{"step": step, **{key.removeprefix("dev_"): value for key, value in p.items() if key.startswith("dev_")}}
             for step, p in points]
@@ -320,7 +321,12 @@ def curve_point(config: TrainConfig, engine: RolloutEngine, envs: list) -> dict[
     benchmark (the ``curve`` random stream: every point samples the same way), and the training judge's
     score of the same responses (its own ``curve_grading`` stream: the policy's streams are untouched),
     so that the curve shows where judge and truth part (``harness/hacking.py``); under a judge with an
-    injected bias, the share of the responses that show its feature."""
+    injected bias, the share of the responses that show its feature. An LLM judge (a model or an
+    endpoint the user pays for) is not asked: its curve is the true score alone, from the checks."""
+    if config.grading.uses_llm_judge:
+        result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
+                          stream="curve", judged=False)
+        return {"dev_true_score": result["macro_true_score"]}
     bias = injected_bias(envs[0].grader)
     result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
                       stream="curve", feature=(lambda text: has_feature(bias, ResponseView(text))) if bias else None)
