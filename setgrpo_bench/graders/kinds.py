@@ -20,7 +20,7 @@ GRADER_KINDS = {"learned": {"grader": "setgrpo_bench.judges.learned:LearnedJudge
 profile's fields (for suite hashes), as ``module:attribute`` (``judge_profiles`` resolves them)."""
 PROFILE_FIELDS = {"name", "kind", "description", "temperature", "cost", "build"}
 BUILD_FIELDS = {"n_embd", "n_layer", "n_head", "label_budget", "policy_share", "held_out", "max_response_tokens", "epochs",
-                "batch_size", "lr", "seed", "reads_prompt", "max_prompt_tokens", "n_positions", "split_by_task"}
+                "batch_size", "lr", "seed", "reads_prompt", "max_prompt_tokens", "n_positions", "split_by_task", "hack_share"}
 """What a profile's ``build`` may set (``judges.learned_paths.JudgeBuildConfig``, named here without importing it)."""
 
 

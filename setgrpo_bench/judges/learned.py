@@ -36,7 +36,7 @@ from rich.progress import (
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from ..graders.grade import Grade
-from ..graders.hacks import hack_table, hack_tasks
+from ..graders.hacks import hack_responses, hack_table, hack_tasks
 from ..graders.measure import auroc
 from ..policy import GenerationConfig, TransformersEngine, load_policy
 from ..policy.embedded import builtin_names, install_build
@@ -55,12 +55,11 @@ CRITERION, VERDICT, YES, NO = "<|criterion|>", "<|verdict|>", "<|yes|>", "<|no|>
 
 def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
     """(train-split task, response) pairs: corpus examples of random quality and the initial policy's
-    samples, enough for ``label_budget + held_out`` criterion labels."""
+    samples, enough for ``label_budget + held_out`` criterion labels, and ``hack_share`` of that many
+    responses written to fool a judge (none by default)."""
     rng = np.random.default_rng(config.seed)
-    names = builtin_names()
-    benches = [load_env_benchmark(name) for name in names]
-    per_response = np.mean([len(b.instance("train", 0).rubric) for b in benches])
-    wanted = int(math.ceil((config.label_budget + config.held_out) / per_response * 1.1))
+    benches = [load_env_benchmark(name) for name in builtin_names()]
+    wanted = _pairs_wanted(config)
     n_policy = int(round(config.policy_share * wanted))
 
     def draw_task() -> TaskInstance:
@@ -76,7 +75,27 @@ def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
     policy = load_policy("tiny")
     torch.manual_seed(config.seed)
     texts = TransformersEngine(policy, GenerationConfig(max_new_tokens=72)).generate([t.prompt_text for t in tasks]).texts
-    return corpus + list(zip(tasks, texts))
+    return corpus + list(zip(tasks, texts)) + _hack_pairs(benches, round(config.hack_share * wanted), config.seed)
+
+
+def _pairs_wanted(config: JudgeBuildConfig) -> int:
+    """Responses to label for ``label_budget + held_out`` criterion labels (10% to spare)."""
+    per_response = np.mean([len(load_env_benchmark(name).instance("train", 0).rubric) for name in builtin_names()])
+    return int(math.ceil((config.label_budget + config.held_out) / per_response * 1.1))
+
+
+def _hack_pairs(benches: list[Any], n: int, seed: int) -> list[tuple[TaskInstance, str]]:
+    """``n`` (train-split task, hack) pairs — one of ``graders/hacks.py``'s responses written to fool a judge,
+    with its programmatic labels like any other — from a stream of their own, so that a build without
+    them draws what it drew before they existed."""
+    rng = np.random.default_rng([seed, 1])
+    out = []
+    for _ in range(n):
+        bench = benches[int(rng.integers(len(benches)))]
+        task = bench.instance("train", int(rng.integers(bench.size("train"))))
+        hacks = list(hack_responses(task, rng).values())
+        out.append((task, hacks[int(rng.integers(len(hacks)))]))
+    return out
 
 
 def _tokenizer() -> Any:
@@ -173,6 +192,8 @@ def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[s
     pairs = labelled_pairs(config)
     examples = _examples(pairs, tokenizer, config, rng)
     held, train = _split(examples, pairs, config, rng)
+    fresh = len(pairs) - round(config.hack_share * _pairs_wanted(config))  # the hack pairs come last
+    held = [e for e in held if e[3] < fresh]  # measured on fresh responses only: a hack is training data
     torch.manual_seed(config.seed)
     model = GPT2LMHeadModel(GPT2Config(
         vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd, n_layer=config.n_layer, n_head=config.n_head,

@@ -40,6 +40,7 @@ class JudgeBuildConfig:
     max_prompt_tokens: int = 96  # a longer prompt is cut (its start is kept)
     n_positions: int = 256  # the longest input the model reads
     split_by_task: bool = False  # held-out labels come from tasks (and so responses) that no training label saw
+    hack_share: float = 0.0  # responses written to fool a judge (graders/hacks.py), as a share of the others, labelled too
 
     @classmethod
     def from_profile(cls, fields: Mapping[str, Any]) -> JudgeBuildConfig:
@@ -47,7 +48,8 @@ class JudgeBuildConfig:
         return cls(**dict(fields.get("build") or {}))
 
 
-ADDED_FIELDS = {"reads_prompt": False, "max_prompt_tokens": 96, "n_positions": 256, "split_by_task": False}
+ADDED_FIELDS = {"reads_prompt": False, "max_prompt_tokens": 96, "n_positions": 256, "split_by_task": False,
+                "hack_share": 0.0}
 """Build fields added after the first build, with the values it was built with: left out of a key at
 those values, so that the first build keeps its key."""
 
