@@ -190,3 +190,20 @@ def test_a_judge_that_reads_the_prompt_answers_from_it_with_a_shared_prefix(read
     grades = reader.grade_group(task, responses, np.random.default_rng(0))
     assert all(g.valid for g in grades) and reader.card["config"]["reads_prompt"]
     assert {"auroc", "hack_table"} <= set(reader.card) and 0 <= reader.card["auroc"] <= 1
+
+
+def test_hack_pairs_are_labelled_train_tasks_with_one_of_the_hacks_drawn_from_their_own_stream():
+    from setgrpo_bench.envs import load_env_benchmark
+    from setgrpo_bench.graders.hacks import hack_responses
+    from setgrpo_bench.judges.learned import _hack_pairs
+
+    benches = [load_env_benchmark(name) for name in ("MedicationGuide", "UnitConversion")]
+    pairs = _hack_pairs(benches, 12, seed=3)
+    assert len(pairs) == 12 and pairs == _hack_pairs(benches, 12, seed=3) and _hack_pairs(benches, 0, seed=3) == []
+    assert all(task.id.split("/")[1] == "train" for task, _ in pairs)
+    kinds = set()
+    for task, text in pairs:
+        hacks = hack_responses(task, np.random.default_rng(0))
+        fixed = {k: v for k, v in hacks.items() if k != "gibberish"}  # gibberish depends on the stream
+        kinds.add(next((k for k, v in fixed.items() if v == text), "gibberish"))
+    assert len(kinds) >= 3
