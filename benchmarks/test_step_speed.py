@@ -40,6 +40,10 @@ def threads():
         print(f"\nrollout: generate / loop = {TIMES['generate'] / TIMES['loop']:.2f}× (target ≥ 2.5×)")
     if {"grpo_step", "setgrpo_step"} <= set(TIMES):
         print(f"step: SetGRPO / GRPO = {TIMES['setgrpo_step'] / TIMES['grpo_step']:.2f}× (target ≤ 1.10×)")
+    for judge in ("learned", "learned-prompt"):
+        if {"grpo_step", f"grading_{judge}"} <= set(TIMES):
+            print(f"grading a step with {judge}: {TIMES[f'grading_{judge}'] / TIMES['grpo_step']:.2f}× a GRPO step "
+                  "(target ≤ 0.5×)")
     if {"grpo_step", "curve_point"} <= set(TIMES):  # board-v2: 120 steps, a point every 20 (6 after step 0)
         share = 6 * TIMES["curve_point"] / (120 * TIMES["grpo_step"] + 6 * TIMES["curve_point"])
         print(f"held-out curve: {share:.1%} of a board-v2 GRPO run (target ≤ 5%)")
@@ -85,6 +89,28 @@ def test_training_step(benchmark, agent):
     _record(benchmark, f"{agent}_step")
 
 
+@pytest.mark.parametrize("judge", ["learned", "learned-prompt"])
+def test_learned_judge_grading(benchmark, judge):
+    """Grading one step's batch (16 groups × 8 responses of the embedded policy) with a learned judge."""
+    from setgrpo_bench.graders import make_grader
+
+    envs = make_envs(resolve_config("grpo"))
+    rng = np.random.default_rng(0)
+    tasks = [envs[int(rng.integers(len(envs)))].benchmark.instance("train", i) for i in range(16)]
+    torch.manual_seed(0)
+    texts = TransformersEngine(load_policy("tiny"), GenerationConfig(max_new_tokens=72)).generate(
+        [t.prompt_text for t in tasks for _ in range(8)]).texts
+    grader = make_grader(judge)
+
+    def grade():
+        stream = np.random.default_rng(0)
+        for i, task in enumerate(tasks):
+            grader.grade_group(task, texts[8 * i : 8 * i + 8], stream)
+
+    benchmark.pedantic(grade, rounds=4, warmup_rounds=1)
+    _record(benchmark, f"grading_{judge}")
+
+
 def test_gram_matrices(benchmark):
     """K of all 16 groups from one backward pass (the part of SetGRPO's step GRPO does not have)."""
     trainer = _trainer("setgrpo")
@@ -106,8 +132,8 @@ def test_evaluation(benchmark):
 
 def test_curve_point(benchmark):
     """One point of the held-out curve: 16 dev instances of each benchmark, sampled and scored by the
-    rubric's checks (no judge call)."""
-    from setgrpo_bench.harness.runner import curve_point
+    rubric's checks and by the (simulated) training judge."""
+    from setgrpo_bench.harness.curve import curve_point
 
     trainer = _trainer("grpo")
     benchmark.pedantic(curve_point, args=(trainer.config, trainer.engine, trainer.envs), rounds=4, warmup_rounds=1)

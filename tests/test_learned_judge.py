@@ -124,16 +124,16 @@ def test_the_learned_judge_is_a_profile_every_env_and_run_can_use():
 def test_a_held_out_split_by_task_shares_no_task_with_the_training_labels():
     from types import SimpleNamespace
 
-    from setgrpo_bench.judges.learned import _split
+    from setgrpo_bench.judges.learned_labels import split_held_out
 
     pairs = [(SimpleNamespace(id=f"task{p % 7}"), f"response {p}") for p in range(40)]
     examples = [([p, j], bool(j % 2), "essential", p) for p in range(40) for j in range(3)]
     config = JudgeBuildConfig(held_out=30, label_budget=60, split_by_task=True)
-    held, train = _split(examples, pairs, config, np.random.default_rng(0))
+    held, train = split_held_out(examples, pairs, config, np.random.default_rng(0))
     held_tasks, train_tasks = ({pairs[e[3]][0].id for e in part} for part in (held, train))
     assert not held_tasks & train_tasks and len(held) >= 30 and len(train) == 60
     assert len(held) - 30 < max(sum(pairs[e[3]][0].id == t for e in examples) for t in held_tasks)  # whole tasks, no more
-    plain = _split(examples, pairs, JudgeBuildConfig(held_out=30, label_budget=60), np.random.default_rng(0))
+    plain = split_held_out(examples, pairs, JudgeBuildConfig(held_out=30, label_budget=60), np.random.default_rng(0))
     assert plain == (examples[:30], examples[30:90])
 
 
@@ -195,11 +195,11 @@ def test_a_judge_that_reads_the_prompt_answers_from_it_with_a_shared_prefix(read
 def test_hack_pairs_are_labelled_train_tasks_with_one_of_the_hacks_drawn_from_their_own_stream():
     from setgrpo_bench.envs import load_env_benchmark
     from setgrpo_bench.graders.hacks import hack_responses
-    from setgrpo_bench.judges.learned import _hack_pairs
+    from setgrpo_bench.judges.learned_labels import hack_pairs
 
     benches = [load_env_benchmark(name) for name in ("MedicationGuide", "UnitConversion")]
-    pairs = _hack_pairs(benches, 12, seed=3)
-    assert len(pairs) == 12 and pairs == _hack_pairs(benches, 12, seed=3) and _hack_pairs(benches, 0, seed=3) == []
+    pairs = hack_pairs(benches, 12, seed=3)
+    assert len(pairs) == 12 and pairs == hack_pairs(benches, 12, seed=3) and hack_pairs(benches, 0, seed=3) == []
     assert all(task.id.split("/")[1] == "train" for task, _ in pairs)
     kinds = set()
     for task, text in pairs:

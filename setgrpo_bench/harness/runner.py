@@ -25,15 +25,13 @@ from ..agents.config import TrainConfig
 from ..agents.plugins import plugins_used
 from ..agents.presets import catalog_presets
 from ..errors import SetgrpoBenchError
-from ..graders.bias import has_feature
-from ..graders.rubric_grader import injected_bias
 from ..hashing import code_fingerprint, stable_hash
 from ..policy import load_policy
 from ..policy.embedded import cache_root
 from ..policy.engine import RolloutEngine
-from ..tasks.response import ResponseView
 from .allocator import keep_freed_memory
 from .checkpoints import resume_from, save_checkpoint
+from .curve import curve_due, curve_point, held_out_curve
 from .engines import make_engine
 from .evaluation import evaluate
 from .hacking import hacking_anatomy
@@ -168,14 +166,6 @@ def _result(config: TrainConfig, initial: dict[str, Any], final: dict[str, Any],
     }
 
 
-def held_out_curve(initial: dict[str, Any], records: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """The held-out (dev) curve of a run: the step, true score and judge's score (with their SEs, and the
-    feature rate of an injected bias) at step 0 and every curve point."""
-    points = [(0, initial["curve"])] + [(r["step"], r) for r in records if "dev_true_score" in r]
-    return [{"step": step, **{key.removeprefix("dev_"): value for key, value in p.items() if key.startswith("dev_")}}
-            for step, p in points]
-
-
 def _report(config: TrainConfig, rundir: RunDir, envs: list, records: list[dict[str, Any]], result: dict[str, Any],
             console: Console) -> None:
     """The run's figures and the summary it prints."""
@@ -291,7 +281,7 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
             metrics = {"step": step, **metrics, "time_step": time.perf_counter() - t0}
             if warmup is not None:
                 metrics, warmup = charge_warmup(metrics, warmup), None
-            if _curve_due(config, step, metrics["stopped"]):
+            if curve_due(config, step, metrics["stopped"]):
                 t0 = time.perf_counter()
                 metrics.update(curve_point(config, trainer.engine, trainer.envs), time_curve=time.perf_counter() - t0)
             rundir.append_metrics({k: v for k, v in metrics.items() if not is_measured(k)})
@@ -308,31 +298,6 @@ def _train(config, rundir: RunDir, trainer: Trainer, start: int, console: Consol
                                        "policy of this step is the one evaluated", highlight=False, soft_wrap=True)
                 break
         reporters.close()
-
-
-def _curve_due(config: TrainConfig, step: int, stopped: bool) -> bool:
-    """A held-out curve point every ``eval_every`` steps, at the last step and at a stop."""
-    every = config.run.eval_every
-    return bool(every) and (step % every == 0 or step == config.run.steps or stopped)
-
-
-def curve_point(config: TrainConfig, engine: RolloutEngine, envs: list) -> dict[str, float]:
-    """The training policy's macro true score on the first ``curve_instances`` dev instances of each
-    benchmark (the ``curve`` random stream: every point samples the same way), and the training judge's
-    score of the same responses (its own ``curve_grading`` stream: the policy's streams are untouched),
-    so that the curve shows where judge and truth part (``harness/hacking.py``); under a judge with an
-    injected bias, the share of the responses that show its feature. An LLM judge (a model or an
-    endpoint the user pays for) is not asked: its curve is the true score alone, from the checks."""
-    if config.grading.uses_llm_judge:
-        result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
-                          stream="curve", judged=False)
-        return {"dev_true_score": result["macro_true_score"]}
-    bias = injected_bias(envs[0].grader)
-    result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
-                      stream="curve", feature=(lambda text: has_feature(bias, ResponseView(text))) if bias else None)
-    return {"dev_true_score": result["macro_true_score"], "dev_true_score_se": result["macro_true_score_se"],
-            "dev_judge_score": result["macro_judge_score"], "dev_judge_score_se": result["macro_judge_score_se"],
-            **({"dev_feature_rate": result["macro_feature_rate"]} if bias else {})}
 
 
 def evaluate_policy(config: TrainConfig, out: str | Path, *, console: Console | None = None) -> dict[str, Any]:

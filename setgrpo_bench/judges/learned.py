@@ -36,66 +36,18 @@ from rich.progress import (
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from ..graders.grade import Grade
-from ..graders.hacks import hack_responses, hack_table, hack_tasks
+from ..graders.hacks import hack_table, hack_tasks
 from ..graders.measure import auroc
-from ..policy import GenerationConfig, TransformersEngine, load_policy
+from ..policy import load_policy
 from ..policy.embedded import builtin_names, install_build
 from ..policy.engine import cache_argument
 from ..policy.model import RESPONSE_MARKER
-from ..tasks.catalog_benchmarks import load_env_benchmark
 from ..tasks.model import CATEGORIES, TaskInstance
 from ..tasks.scoring import rubric_score
+from .learned_labels import labelled_pairs, pairs_wanted, split_held_out
 from .learned_paths import CARD, KEY_FILE, JudgeBuildConfig, build_key, judge_path
 
 CRITERION, VERDICT, YES, NO = "<|criterion|>", "<|verdict|>", "<|yes|>", "<|no|>"
-
-
-# ---------------------------------------------------------------- labels
-
-
-def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
-    """(train-split task, response) pairs: corpus examples of random quality and the initial policy's
-    samples, enough for ``label_budget + held_out`` criterion labels, and ``hack_share`` of that many
-    responses written to fool a judge (none by default)."""
-    rng = np.random.default_rng(config.seed)
-    benches = [load_env_benchmark(name) for name in builtin_names()]
-    wanted = _pairs_wanted(config)
-    n_policy = int(round(config.policy_share * wanted))
-
-    def draw_task() -> TaskInstance:
-        bench = benches[int(rng.integers(len(benches)))]
-        return bench.instance("train", int(rng.integers(bench.size("train"))))
-
-    corpus = []
-    for _ in range(wanted - n_policy):
-        task = draw_task()
-        bench = load_env_benchmark(task.metadata["benchmark"])
-        corpus += [(task, r) for r in bench.examples(task, rng, 1, min_quality=0.0, max_quality=1.0)]
-    tasks = [draw_task() for _ in range(n_policy)]
-    policy = load_policy("tiny")
-    torch.manual_seed(config.seed)
-    texts = TransformersEngine(policy, GenerationConfig(max_new_tokens=72)).generate([t.prompt_text for t in tasks]).texts
-    return corpus + list(zip(tasks, texts)) + _hack_pairs(benches, round(config.hack_share * wanted), config.seed)
-
-
-def _pairs_wanted(config: JudgeBuildConfig) -> int:
-    """Responses to label for ``label_budget + held_out`` criterion labels (10% to spare)."""
-    per_response = np.mean([len(load_env_benchmark(name).instance("train", 0).rubric) for name in builtin_names()])
-    return int(math.ceil((config.label_budget + config.held_out) / per_response * 1.1))
-
-
-def _hack_pairs(benches: list[Any], n: int, seed: int) -> list[tuple[TaskInstance, str]]:
-    """``n`` (train-split task, hack) pairs — one of ``graders/hacks.py``'s responses written to fool a judge,
-    with its programmatic labels like any other — from a stream of their own, so that a build without
-    them draws what it drew before they existed."""
-    rng = np.random.default_rng([seed, 1])
-    out = []
-    for _ in range(n):
-        bench = benches[int(rng.integers(len(benches)))]
-        task = bench.instance("train", int(rng.integers(bench.size("train"))))
-        hacks = list(hack_responses(task, rng).values())
-        out.append((task, hacks[int(rng.integers(len(hacks)))]))
-    return out
 
 
 def _tokenizer() -> Any:
@@ -140,24 +92,6 @@ def _examples(pairs, tokenizer, config: JudgeBuildConfig, rng: np.random.Generat
     return [out[i] for i in rng.permutation(len(out))]
 
 
-def _split(examples: list, pairs: list, config: JudgeBuildConfig, rng: np.random.Generator) -> tuple[list, list]:
-    """(held-out, training) labels. By default the first ``held_out`` shuffled labels (they share
-    responses with training labels); with ``split_by_task``, every label of tasks drawn in random order
-    until ``held_out`` are held out, so that no training label saw the held-out tasks or their responses."""
-    if not config.split_by_task:
-        return examples[: config.held_out], examples[config.held_out : config.held_out + config.label_budget]
-    by_task: dict[str, list[int]] = {}
-    for i, example in enumerate(examples):
-        by_task.setdefault(pairs[example[3]][0].id, []).append(i)
-    held: set[int] = set()
-    for task in rng.permutation(sorted(by_task)):
-        if len(held) >= config.held_out:
-            break
-        held.update(by_task[str(task)])
-    return ([e for i, e in enumerate(examples) if i in held],
-            [e for i, e in enumerate(examples) if i not in held][: config.label_budget])
-
-
 def _batch(rows, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids, mask, labels), left padded: the verdict position is the last column."""
     ids, mask = _left_padded([r[0] for r in rows], pad)
@@ -191,8 +125,8 @@ def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[s
     tokenizer = _tokenizer()
     pairs = labelled_pairs(config)
     examples = _examples(pairs, tokenizer, config, rng)
-    held, train = _split(examples, pairs, config, rng)
-    fresh = len(pairs) - round(config.hack_share * _pairs_wanted(config))  # the hack pairs come last
+    held, train = split_held_out(examples, pairs, config, rng)
+    fresh = len(pairs) - round(config.hack_share * pairs_wanted(config))  # the hack pairs come last
     held = [e for e in held if e[3] < fresh]  # measured on fresh responses only: a hack is training data
     torch.manual_seed(config.seed)
     model = GPT2LMHeadModel(GPT2Config(
