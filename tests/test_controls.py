@@ -143,7 +143,8 @@ def test_the_held_out_curve_leaves_training_as_it_was(small_policy, tmp_path):
     without = run(resolve_config("grpo", {**base, "eval_every": 0}), tmp_path / "none")
     assert [p["step"] for p in with_curve.pop("curve")] == [0, 2, 3]
     with_curve["initial"].pop("curve")
-    assert with_curve == without and "curve" not in without
+    assert set(with_curve.pop("hacking")) == {"onset_step", "gap_start", "gap_end"}  # read from the curve
+    assert with_curve == without and "curve" not in without and "hacking" not in without
 
 
 def test_a_run_recorded_before_the_curve_existed_is_read_without_one():
