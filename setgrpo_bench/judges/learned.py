@@ -3,15 +3,17 @@ one rubric criterion, whether the criterion is met — from a limited budget of 
 the warm-start corpus's responses and the initial policy's samples (never on RL runs), so that its
 errors are a model's: tied to surface features, worse away from its training data, and exploitable.
 
-Input: ``<response tokens> <|criterion|> <criterion text> <|verdict|>``; the answer is the next token,
+Input: ``[<prompt tokens> RESPONSE_MARKER] <response tokens> <|criterion|> <criterion text> <|verdict|>``
+(the prompt for a build that reads it, ``reads_prompt``); the answer is the next token,
 ``<|yes|>`` or ``<|no|>``, and P(yes) is read from those two logits. A verdict is *sampled* from P(yes)
 (the judge is stochastic), and the score's spread comes from the same probabilities, so the judge's
 confidence is its own. Grading shares each response's tokens across its criteria through the KV
 cache: one forward over the group's responses, one over all (response, criterion) suffixes.
 
-Built by ``python -m setgrpo_bench build-judge`` bit for bit (one thread, fixed seeds), shipped inside
-the package under the key of the suite, the policy and the build config (``judges.learned_paths``),
-with a card of its measured accuracy (``judge_card.json``).
+Built by ``python -m setgrpo_bench build-judge [--profile NAME]`` (one thread, fixed seeds; a profile's
+``build`` names its config), shipped inside the package under the key of the suite, the policy and the
+build config (``judges.learned_paths``), with a card of its measured accuracy, calibration, AUROC and hack
+table (``judge_card.json``).
 """
 
 from __future__ import annotations
