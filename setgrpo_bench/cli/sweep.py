@@ -65,8 +65,9 @@ def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: 
     cells = [(agent, noise, len(seeds), resolve_config(agent, {**overrides, "noise": noise, "seed": seeds[0]}).to_dict())
              for noise in noises for agent in agents]
     roots = args.timings or [p for p in ("leaderboard",) if Path(p).is_dir()]
-    rows = price(cells, measured_runs(roots))
-    table = Table(title=f"sweep --dry-run: priced from {len(measured_runs(roots))} recorded runs in {', '.join(roots) or '(none)'}")
+    measured = measured_runs(roots)
+    rows = price(cells, measured)
+    table = Table(title=f"sweep --dry-run: priced from {len(measured)} recorded runs in {', '.join(roots) or '(none)'}")
     for column in ("agent", "judge", "runs", "CPU-min per run", "CPU-hours", "estimated from"):
         table.add_column(column, justify="left" if column in ("agent", "judge", "estimated from") else "right")
     for r in rows:

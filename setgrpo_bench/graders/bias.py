@@ -24,8 +24,10 @@ from ..tasks.response import LIST_MARKER, ResponseView, normalize, term_pattern
 BIAS_FAMILIES = ("lexical", "format", "closing")
 
 
-def has_feature(bias: Mapping[str, Any], view: ResponseView) -> bool:
-    """Whether the response shows the surface feature that ``bias`` rewards."""
+def has_feature(bias: Mapping[str, Any], response: str | ResponseView) -> bool:
+    """Whether the response (its text, or its view when the caller has one) shows the surface feature
+    that ``bias`` rewards."""
+    view = response if isinstance(response, ResponseView) else ResponseView(response)
     family = bias["family"]
     if family == "lexical":
         return term_pattern(bias["words"]).search(view.norm) is not None
@@ -39,7 +41,7 @@ def has_feature(bias: Mapping[str, Any], view: ResponseView) -> bool:
 
 def feature_rate(bias: Mapping[str, Any], responses: Sequence[str]) -> float:
     """The share of ``responses`` that show the biased feature (NaN for none)."""
-    return float(np.mean([has_feature(bias, ResponseView(r)) for r in responses])) if responses else float("nan")
+    return float(np.mean([has_feature(bias, r) for r in responses])) if responses else float("nan")
 
 
 def biased(score: np.ndarray, feature: np.ndarray, strength: float) -> np.ndarray:

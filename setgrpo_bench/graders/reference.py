@@ -10,7 +10,6 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..tasks.model import TaskInstance
-from ..tasks.response import ResponseView
 from ..tasks.scoring import rubric_score
 from .bias import biased, has_feature
 from .grade import Grade
@@ -39,7 +38,7 @@ class ConsensusReference:
             votes = np.mean([g.verdicts for g in ok], axis=0) > 0.5
             score, raw = rubric_score(task.points, votes, self.grader.score_rule)
             if bias:  # the judge's injected bias survives the vote: it is the same on every call
-                score = biased(score, has_feature(bias, ResponseView(text)), bias["strength"])
+                score = biased(score, has_feature(bias, text), bias["strength"])
             return Grade(score=float(score), raw_score=float(raw), verdicts=votes, true_score=ok[0].true_score,
                          true_raw_score=ok[0].true_raw_score, true_verdicts=ok[0].true_verdicts, valid=True,
                          judge_calls=0, spread=float(np.mean([g.spread for g in ok]) / np.sqrt(len(ok))))
@@ -80,8 +79,7 @@ class SharedBiasReference:
         strength = self.share * self.bias["strength"]
         out = []
         for text, grade in zip(responses, self.grader.grade_group(task, responses, rng)):
-            feature = has_feature(self.bias, ResponseView(text))
-            out.append(replace(grade, score=float(biased(grade.score, feature, strength)),
+            out.append(replace(grade, score=float(biased(grade.score, has_feature(self.bias, text), strength)),
                                spread=grade.spread / (1.0 + strength), confidence=None) if grade.valid else grade)
         return out
 

@@ -5,13 +5,13 @@ and reward hacking (``harness/hacking.py``) are measured on instances no update 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ..agents.config import TrainConfig
 from ..graders.bias import has_feature
 from ..graders.rubric_grader import injected_bias
 from ..policy.engine import RolloutEngine
-from ..tasks.response import ResponseView
 from .evaluation import evaluate
 
 
@@ -28,13 +28,12 @@ def curve_point(config: TrainConfig, engine: RolloutEngine, envs: list) -> dict[
     so that the curve shows where judge and truth part (``harness/hacking.py``); under a judge with an
     injected bias, the share of the responses that show its feature. An LLM judge (a model or an
     endpoint the user pays for) is not asked: its curve is the true score alone, from the checks."""
-    if config.grading.uses_llm_judge:
-        result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
-                          stream="curve", judged=False)
-        return {"dev_true_score": result["macro_true_score"]}
-    bias = injected_bias(envs[0].grader)
+    judged = not config.grading.uses_llm_judge
+    bias = injected_bias(envs[0].grader) if judged else {}
     result = evaluate(engine, envs, instances=config.run.curve_instances, seed=config.run.seed, split="dev",
-                      stream="curve", feature=(lambda text: has_feature(bias, ResponseView(text))) if bias else None)
+                      stream="curve", judged=judged, feature=partial(has_feature, bias) if bias else None)
+    if not judged:
+        return {"dev_true_score": result["macro_true_score"]}
     return {"dev_true_score": result["macro_true_score"], "dev_true_score_se": result["macro_true_score_se"],
             "dev_judge_score": result["macro_judge_score"], "dev_judge_score_se": result["macro_judge_score_se"],
             **({"dev_feature_rate": result["macro_feature_rate"]} if bias else {})}

@@ -35,10 +35,9 @@ from ..agents.config import TrainConfig
 from ..graders import make_grader
 from ..graders.bias import has_feature
 from ..graders.hacks import hack_table, hack_tasks
-from ..graders.measure import auroc
 from ..graders.judge_profiles import judge_profile, judge_profile_names
+from ..graders.measure import auroc
 from ..policy import load_policy
-from ..tasks.response import ResponseView
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
 from .suite import make_envs
@@ -64,25 +63,25 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
                     hacks: Sequence[tuple[Any, str, str]] = ()) -> dict[str, Any]:
     """The statistics of the module docstring for one judge profile on ``samples``, and its hack table
     on ``hacks`` ((task, perfect answer, score rule); ``graders/hacks.py``)."""
-    grader, bias = make_grader(name), judge_profile(name).bias
-    rng, hack_rng = generator(seed, "judges", 1, name_key(name)), generator(seed, "judges", 2, name_key(name))
     graders = cache(lambda rule: make_grader(name, rule))  # one grader per benchmark score rule
-    errors, spreads, lengths, wrong, confidence, gross, scores, features = [], [], [], [], [], [], [], []
+    grader, bias = graders("healthbench"), judge_profile(name).bias
+    rng, hack_rng = generator(seed, "judges", 1, name_key(name)), generator(seed, "judges", 2, name_key(name))
+    spreads, lengths, wrong, confidence, gross, scores, features = [], [], [], [], [], [], []
     for task, responses in samples:
         fp, fn = grader.stated_rates(task)
         for text, grade in zip(responses, grader.grade_group(task, responses, rng)):
             if not grade.valid:
                 continue
-            errors.append(grade.score - grade.true_score)
             scores.append((grade.score, grade.true_score))
-            features.append(bool(bias) and has_feature(bias, ResponseView(text)))
+            features.append(bool(bias) and has_feature(bias, text))
             spreads.append(grade.spread)
             lengths.append(max(len(text.split()), 1))
             miss = grade.verdicts != grade.true_verdicts
             wrong.append(miss)
             confidence.append(grade.confidence if grade.confidence is not None else 1 - np.where(grade.verdicts, fp, fn))
             gross.append(miss.mean() > 0.5)
-    errors, wrong, confidence, scores = np.array(errors), np.concatenate(wrong), np.concatenate(confidence), np.array(scores)
+    wrong, confidence, scores = np.concatenate(wrong), np.concatenate(confidence), np.array(scores)
+    errors = scores[:, 0] - scores[:, 1]  # judge − true
     slope = float(np.polyfit(np.log2(lengths), errors, 1)[0]) if len(set(lengths)) > 1 else float("nan")
     return {
         "error_rms": float(np.sqrt(np.mean(errors**2))), "error_mean": float(errors.mean()),

@@ -46,7 +46,7 @@ from ..policy.engine import cache_argument
 from ..policy.model import RESPONSE_MARKER
 from ..tasks.model import CATEGORIES, TaskInstance
 from ..tasks.scoring import rubric_score
-from .learned_labels import labelled_pairs, pairs_wanted, split_held_out
+from .learned_labels import labelled_pairs, split_held_out
 from .learned_paths import CARD, KEY_FILE, JudgeBuildConfig, build_key, judge_path
 
 CRITERION, VERDICT, YES, NO = "<|criterion|>", "<|verdict|>", "<|yes|>", "<|no|>"
@@ -125,11 +125,11 @@ def build_judge(config: JudgeBuildConfig = JudgeBuildConfig(), *, force: bool = 
 def _train_judge(config: JudgeBuildConfig) -> tuple[GPT2LMHeadModel, Any, dict[str, Any]]:
     rng = np.random.default_rng(config.seed)
     tokenizer = _tokenizer()
-    pairs = labelled_pairs(config)
+    fresh, hacks = labelled_pairs(config)
+    pairs = fresh + hacks
     examples = _examples(pairs, tokenizer, config, rng)
     held, train = split_held_out(examples, pairs, config, rng)
-    fresh = len(pairs) - round(config.hack_share * pairs_wanted(config))  # the hack pairs come last
-    held = [e for e in held if e[3] < fresh]  # measured on fresh responses only: a hack is training data
+    held = [e for e in held if e[3] < len(fresh)]  # measured on fresh responses only: a hack is training data
     torch.manual_seed(config.seed)
     model = GPT2LMHeadModel(GPT2Config(
         vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd, n_layer=config.n_layer, n_head=config.n_head,

@@ -18,10 +18,10 @@ from ..tasks.model import TaskInstance
 from .learned_paths import JudgeBuildConfig
 
 
-def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
+def labelled_pairs(config: JudgeBuildConfig) -> tuple[list[tuple[TaskInstance, str]], list[tuple[TaskInstance, str]]]:
     """(train-split task, response) pairs: corpus examples of random quality and the initial policy's
-    samples, enough for ``label_budget + held_out`` criterion labels, and ``hack_share`` of that many
-    responses written to fool a judge (none by default)."""
+    samples, enough for ``label_budget + held_out`` criterion labels, and apart, ``hack_share`` of that
+    many responses written to fool a judge (none by default)."""
     rng = np.random.default_rng(config.seed)
     benches = [load_env_benchmark(name) for name in builtin_names()]
     wanted = pairs_wanted(config)
@@ -40,7 +40,7 @@ def labelled_pairs(config: JudgeBuildConfig) -> list[tuple[TaskInstance, str]]:
     policy = load_policy("tiny")
     torch.manual_seed(config.seed)
     texts = TransformersEngine(policy, GenerationConfig(max_new_tokens=72)).generate([t.prompt_text for t in tasks]).texts
-    return corpus + list(zip(tasks, texts)) + hack_pairs(benches, round(config.hack_share * wanted), config.seed)
+    return corpus + list(zip(tasks, texts)), hack_pairs(benches, round(config.hack_share * wanted), config.seed)
 
 
 def pairs_wanted(config: JudgeBuildConfig) -> int:
