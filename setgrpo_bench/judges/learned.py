@@ -7,8 +7,9 @@ Input: ``[<prompt tokens> RESPONSE_MARKER] <response tokens> <|criterion|> <crit
 (the prompt for a build that reads it, ``reads_prompt``); the answer is the next token,
 ``<|yes|>`` or ``<|no|>``, and P(yes) is read from those two logits. A verdict is *sampled* from P(yes)
 (the judge is stochastic), and the score's spread comes from the same probabilities, so the judge's
-confidence is its own. Grading shares each response's tokens across its criteria through the KV
-cache: one forward over the group's responses, one over all (response, criterion) suffixes.
+confidence is its own. Grading computes every token once: the group's shared start (and prompt) in one
+forward, then one packed row per response holding all its criteria, each masked to see only its own
+question — the same numbers as one forward per question, at a fifth of its cost.
 
 Built by ``python -m setgrpo_bench build-judge [--profile NAME]`` (one thread, fixed seeds; a profile's
 ``build`` names its config), shipped inside the package under the key of the suite, the policy and the
@@ -201,7 +202,7 @@ def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: in
 
 
 PAIRS_PER_BLOCK = 512
-"""(response, criterion) pairs graded in one forward: bounds the KV cache and the logits a call holds."""
+"""(response, criterion) pairs graded in one forward: bounds the packed rows and the mask a call holds."""
 
 
 class LearnedJudgeGrader:
@@ -236,33 +237,24 @@ class LearnedJudgeGrader:
 
     @torch.no_grad()
     def _yes_block(self, responses: Sequence[str], criteria: Sequence[str], prompt: str = "") -> np.ndarray:
-        """P(yes) of one block: one forward over the responses, their KV cache shared by the J criteria,
-        one forward over the G·J criterion suffixes."""
-        tok, G, J = self.tokenizer, len(responses), len(criteria)
-        read = prompt if self.reads_prompt else None
-        heads = [_head(tok, r, self.limit, read, self.prompt_limit) for r in responses]
+        """P(yes) of one block, each token computed once: one forward over the shared start (``<eos>``
+        and, for a judge that reads it, the prompt), then one over a packed row per response —
+        ``response criterion₁ … criterion_J`` — where each criterion attends to the start, the response
+        and itself only (``_packed_mask``), so that every question sees exactly its own input."""
+        tok, J = self.tokenizer, len(criteria)
+        start = _head(tok, "", 0, prompt if self.reads_prompt else None, self.prompt_limit)
+        bodies = [tok(r, add_special_tokens=False)["input_ids"][: self.limit] for r in responses]
         tails = [_tail(tok, c) for c in criteria]
-        head_ids, head_mask = _left_padded(heads, tok.pad_token_id)
-        positions = (head_mask.cumsum(dim=1) - 1).clamp(min=0)
-        out = self.model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
-                         logits_to_keep=1)
-        rows = torch.arange(G).repeat_interleave(J)
         argument = cache_argument(self.model)
-        cache = out[argument]
-        cache.batch_select_indices(rows)
-        width = max(len(t) for t in tails)
-        tail_ids = torch.full((G * J, width), tok.pad_token_id, dtype=torch.long)
-        tail_mask = torch.zeros((G * J, width), dtype=torch.long)
-        for i in range(G * J):
-            t = tails[i % J]
-            tail_ids[i, : len(t)], tail_mask[i, : len(t)] = torch.tensor(t), 1
-        mask = torch.cat([head_mask[rows], tail_mask], dim=1)
-        tail_positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, head_ids.shape[1]:]
-        logits = self.model(input_ids=tail_ids, attention_mask=mask, position_ids=tail_positions,
-                            use_cache=True, **{argument: cache}).logits
-        last = tail_mask.sum(dim=1) - 1
-        pair = logits[torch.arange(G * J), last][:, list(self.answers)].float() / self.temperature
-        return torch.softmax(pair, dim=-1)[:, 0].reshape(G, J).numpy().astype(float)
+        cache = self.model(input_ids=torch.tensor([start]), attention_mask=torch.ones(1, len(start), dtype=torch.long),
+                           use_cache=True, logits_to_keep=1)[argument]
+        cache.batch_repeat_interleave(len(bodies))
+        ids, segments, positions, ends = _packed_rows(bodies, tails, len(start), tok.pad_token_id)
+        hidden = self.model.transformer(input_ids=ids, attention_mask=_packed_mask(segments, len(start)),
+                                        position_ids=positions, use_cache=True, **{argument: cache}).last_hidden_state
+        last = hidden[torch.arange(len(bodies)).repeat_interleave(J), ends.flatten()]
+        pair = self.model.lm_head(last)[:, list(self.answers)].float() / self.temperature
+        return torch.softmax(pair, dim=-1)[:, 0].reshape(len(bodies), J).numpy().astype(float)
 
     def grade(self, task: TaskInstance, response: str, rng: np.random.Generator) -> Grade:
         return self.grade_group(task, [response], rng)[0]
@@ -296,8 +288,8 @@ class LearnedJudgeGrader:
 @lru_cache(maxsize=4)
 def _load_judge(path: Path) -> tuple[GPT2LMHeadModel, Any, dict[str, Any]]:
     """The judge's model, tokenizer and card, loaded once per process: every benchmark's env grades with
-    the same (read-only) model."""
-    model = GPT2LMHeadModel.from_pretrained(path, attn_implementation="eager").eval()
+    the same (read-only) model. SDPA's fused kernel takes the packed rows' 4D mask at a third of eager's cost."""
+    model = GPT2LMHeadModel.from_pretrained(path, attn_implementation="sdpa").eval()
     return model, AutoTokenizer.from_pretrained(path), json.loads((path / CARD).read_text(encoding="utf-8"))
 
 
@@ -308,3 +300,36 @@ def _left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.T
     for i, r in enumerate(rows):
         ids[i, width - len(r):], mask[i, width - len(r):] = torch.tensor(r), 1
     return ids, mask
+
+
+def _packed_rows(bodies: list[list[int]], tails: list[list[int]], offset: int,
+                 pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One right-padded row per response, ``body tail₁ … tail_J``: its ids, each token's segment (0 the
+    body, j the j-th tail, −1 padding), its position as in the unpacked question (a tail continues the
+    body, from ``offset``, the shared start's length), and where each tail ends (G, J)."""
+    width = max(len(b) for b in bodies) + sum(len(t) for t in tails)
+    shape = (len(bodies), width)
+    ids, segments = torch.full(shape, pad, dtype=torch.long), torch.full(shape, -1, dtype=torch.long)
+    positions, ends = torch.zeros(shape, dtype=torch.long), torch.zeros((len(bodies), len(tails)), dtype=torch.long)
+    for r, body in enumerate(bodies):
+        ids[r, : len(body)], segments[r, : len(body)] = torch.tensor(body, dtype=torch.long), 0
+        positions[r, : len(body)] = torch.arange(offset, offset + len(body))
+        at = len(body)
+        for j, tail in enumerate(tails):
+            ids[r, at : at + len(tail)], segments[r, at : at + len(tail)] = torch.tensor(tail), j + 1
+            positions[r, at : at + len(tail)] = torch.arange(offset + len(body), offset + len(body) + len(tail))
+            at += len(tail)
+            ends[r, j] = at - 1
+    return ids, segments, positions, ends
+
+
+def _packed_mask(segments: torch.Tensor, offset: int) -> torch.Tensor:
+    """The additive 4D attention mask of packed rows behind a shared start of ``offset`` tokens: every
+    token sees the start; a body token sees the body up to itself; a tail token sees the body and its
+    own tail up to itself; padding sees only the start."""
+    width = segments.shape[1]
+    query, key = segments[:, :, None], segments[:, None, :]
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    seen = causal & (key >= 0) & (query >= 0) & ((key == 0) | (key == query))
+    allowed = torch.cat([torch.ones(*seen.shape[:2], offset, dtype=torch.bool), seen], dim=2)
+    return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[:, None]
