@@ -298,6 +298,19 @@ def test_auroc_is_the_mann_whitney_probability_by_hand():
     assert math.isnan(auroc(np.array([1.0, 2.0]), np.array([True, True])))
 
 
+
+def test_label_measures_by_hand():
+    from setgrpo_bench.graders.measure import label_measures
+
+    p = np.array([0.05, 0.15, 0.95, 0.75, 0.72])
+    met = np.array([False, True, True, False, True])
+    # bins: 0 holds 0.05 (freq 0), 1 holds 0.15 (freq 1), 7 holds 0.75 and 0.72 (mean 0.735, freq ½), 9 holds 0.95 (1)
+    ece = (0.05 * 1 + 0.85 * 1 + abs(0.735 - 0.5) * 2 + 0.05 * 1) / 5
+    measured = label_measures(p, met)
+    assert measured["ece"] == pytest.approx(ece)
+    assert measured["accuracy"] == pytest.approx(3 / 5)  # 0.05 no ✓, 0.15 no ✗, 0.95 ✓, 0.75 ✗, 0.72 ✓
+    assert measured["auroc"] == pytest.approx(4 / 6)  # positives 0.15, 0.95, 0.72 beat 0.05 (3) and 0.75 (1)
+
 def test_judges_measure_reports_each_profile_on_the_same_responses(small_policy, tmp_path):
     import json
 

@@ -14,3 +14,18 @@ def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
         return float("nan")
     ranks = rankdata(scores)  # ties get their average rank
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def calibration_error(probability: np.ndarray, outcome: np.ndarray, bins: int = 10) -> float:
+    """Expected calibration error: |mean probability − frequency| per equal-width bin, weighted by its share."""
+    p, y = np.asarray(probability, float), np.asarray(outcome, bool)
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    return float(sum(abs(p[which == b].mean() - y[which == b].mean()) * (which == b).mean()
+                     for b in range(bins) if (which == b).any()))
+
+
+def label_measures(p_yes: np.ndarray, met: np.ndarray) -> dict[str, float]:
+    """How a judge's own P(yes) predicts the checks' verdicts: accuracy of P(yes) > ½, calibration, AUROC."""
+    p_yes, met = np.asarray(p_yes, float), np.asarray(met, bool)
+    return {"accuracy": float(np.mean((p_yes > 0.5) == met)), "ece": calibration_error(p_yes, met),
+            "auroc": auroc(p_yes, met)}

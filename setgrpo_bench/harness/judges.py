@@ -14,6 +14,9 @@ suite — and is described by what robust methods depend on:
   gross_calls      share of calls that get more than half of their verdicts wrong
   true_spearman    Spearman correlation of the judge's score with the true score
   cost             the price of a call relative to the training judge
+and ``labels``: how the judge's probability of "yes" (``Grade.confidence`` of its verdict) predicts the
+checks' verdicts — accuracy of P(yes) > ½, calibration error, AUROC — a learned judge's card's numbers,
+here on the given policy's samples (``--policy``: e.g. one trained against that judge);
 and, for a judge with an injected bias (``graders/bias.py``):
   feature_rate     share of the responses that show the biased feature
   bias_share       the bias's share of the judge's mean score: mean α·b/(1 + α) over mean score
@@ -36,7 +39,7 @@ from ..graders import make_grader
 from ..graders.bias import has_feature
 from ..graders.hacks import hack_table, hack_tasks
 from ..graders.judge_profiles import judge_profile, judge_profile_names
-from ..graders.measure import auroc
+from ..graders.measure import auroc, label_measures
 from ..policy import load_policy
 from .engines import make_engine
 from .seeds import generator, name_key, torch_seed
@@ -66,7 +69,7 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
     graders = cache(lambda rule: make_grader(name, rule))  # one grader per benchmark score rule
     grader, bias = graders("healthbench"), judge_profile(name).bias
     rng, hack_rng = generator(seed, "judges", 1, name_key(name)), generator(seed, "judges", 2, name_key(name))
-    spreads, lengths, wrong, confidence, gross, scores, features = [], [], [], [], [], [], []
+    spreads, lengths, wrong, confidence, gross, scores, features, p_yes, met = [], [], [], [], [], [], [], [], []
     for task, responses in samples:
         fp, fn = grader.stated_rates(task)
         for text, grade in zip(responses, grader.grade_group(task, responses, rng)):
@@ -79,6 +82,9 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
             miss = grade.verdicts != grade.true_verdicts
             wrong.append(miss)
             confidence.append(grade.confidence if grade.confidence is not None else 1 - np.where(grade.verdicts, fp, fn))
+            if grade.confidence is not None:
+                p_yes.append(np.where(grade.verdicts, grade.confidence, 1 - grade.confidence))
+                met.append(grade.true_verdicts)
             gross.append(miss.mean() > 0.5)
     wrong, confidence, scores = np.concatenate(wrong), np.concatenate(confidence), np.array(scores)
     errors = scores[:, 0] - scores[:, 1]  # judge − true
@@ -91,6 +97,7 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
         "length_effect": slope, "gross_calls": float(np.mean(gross)),
         "true_spearman": float(spearmanr(scores[:, 0], scores[:, 1]).statistic) if np.ptp(scores[:, 0]) > 0 else float("nan"),
         "cost": float(grader.cost_per_call), "graded": len(errors),
+        **({"labels": label_measures(np.concatenate(p_yes), np.concatenate(met))} if p_yes else {}),
         **({"hack_table": hack_table(lambda task, texts, rule: _scores(graders(rule), task, texts, hack_rng), hacks,
                                      seed=seed)} if hacks else {}),
         **({"feature_rate": float(np.mean(features)),

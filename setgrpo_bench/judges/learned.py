@@ -40,7 +40,7 @@ from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from ..graders.grade import Grade
 from ..graders.hacks import hack_table, hack_tasks
-from ..graders.measure import auroc
+from ..graders.measure import label_measures
 from ..policy import load_policy
 from ..policy.embedded import builtin_names, install_build
 from ..policy.engine import cache_argument
@@ -180,8 +180,6 @@ def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: in
         rates[cat] = {"labels": int(sel.sum()), "accuracy": float(np.mean((p[sel] > 0.5) == truth[sel])) if sel.any() else None,
                       "false_positive": float(p[unmet].mean()) if unmet.any() else 0.0,
                       "false_negative": float(1 - p[met].mean()) if met.any() else 0.0}
-    bins = np.minimum((p * 10).astype(int), 9)
-    ece = sum(abs(p[bins == b].mean() - truth[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
     rng = np.random.default_rng(config.seed)
     prompt_of = (lambda task: task.prompt_text) if config.reads_prompt else (lambda task: None)
 
@@ -194,7 +192,7 @@ def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: in
 
     return {"config": asdict(config), "labels_train": n_train, "labels_held_out": len(held),
             "parameters": sum(t.numel() for t in model.parameters()), "categories": rates,
-            "accuracy": float(np.mean((p > 0.5) == truth)), "ece": float(ece), "auroc": auroc(p, truth),
+            **label_measures(p, truth),
             "hack_table": hack_table(judged, hack_tasks(builtin_names()), seed=config.seed)}
 
 
