@@ -43,12 +43,14 @@ def _judges_measure(args: argparse.Namespace) -> int:
     columns = {"error_rms": "error RMS", "verdict_error": "verdict errors", "confidence_auroc": "confidence AUROC",
                "spread_spearman": "Spearman(σ, |err|)", "length_effect": "judge−true / 2× length",
                "gross_calls": "gross calls", "true_spearman": "Spearman(judge, true)",
+               "label_accuracy": "P(yes) accuracy", "label_ece": "ECE", "label_auroc": "P(yes) AUROC",
                "feature_rate": "feature rate", "bias_share": "bias share", "cost": "cost"}
     table.add_column("profile")
     for label in columns.values():
         table.add_column(label, justify="right")
     table.add_column("best hack / perfect", justify="right")
     for name, row in result["profiles"].items():
+        row = {**row, **{f"label_{k}": v for k, v in row.get("labels", {}).items()}}
         table.add_row(name, *("—" if k not in row else f"{row[k]:+.3f}" if k == "length_effect" else f"{row[k]:.3f}"
                               for k in columns), _hacks(row))
     Console(soft_wrap=False).print(table)
