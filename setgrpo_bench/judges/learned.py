@@ -322,7 +322,7 @@ def _packed_rows(bodies: list[list[int]], tails: list[list[int]], offset: int,
 
 
 def _packed_mask(segments: torch.Tensor, offset: int) -> torch.Tensor:
-    """The additive 4D attention mask of packed rows behind a shared start of ``offset`` tokens: every
+    """The 4D attention mask (True: may attend) of packed rows behind a shared start of ``offset`` tokens: every
     token sees the start; a body token sees the body up to itself; a tail token sees the body and its
     own tail up to itself; padding sees only the start."""
     width = segments.shape[1]
@@ -330,4 +330,4 @@ def _packed_mask(segments: torch.Tensor, offset: int) -> torch.Tensor:
     causal = torch.ones(width, width, dtype=torch.bool).tril()
     seen = causal & (key >= 0) & (query >= 0) & ((key == 0) | (key == query))
     allowed = torch.cat([torch.ones(*seen.shape[:2], offset, dtype=torch.bool), seen], dim=2)
-    return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[:, None]
+    return allowed[:, None]
