@@ -26,6 +26,9 @@ def add_parser(commands: argparse._SubParsersAction, agent: str) -> None:
     parser.add_argument("--repeats", type=int, default=200, help="random splits per level")
     parser.add_argument("--compare", help="comma-separated SetGRPO presets whose gates are compared on the same groups "
                                           "(stalled steps, acceptance, chosen α_a, reversal rates, retained alignment)")
+    parser.add_argument("--compare-geometry", help="comma-separated geometries (identity, last:N, sketch:D) whose "
+                                                   "decisions are compared with the run's exact K on the same groups "
+                                                   "(agreement, mean |Δλ*|, acceptance, reversal under the exact K)")
     parser.add_argument("--out", help="output folder (default runs/diagnose-<agent>-seed<seed>)")
     add_overrides(parser, agent or "setgrpo")
     parser.set_defaults(func=_diagnose)
@@ -41,6 +44,7 @@ def _diagnose(args: argparse.Namespace) -> int:
     compare = {name: resolve_config(name, {"noise": config.grading.noise}).setgrpo
                for name in (args.compare or "").split(",") if name.strip()}
     diagnose(config, n_groups=args.groups, alphas_a=args.alphas_a, alphas=args.alphas, repeats=args.repeats,
-             out=out, console=console, compare=compare)
+             out=out, console=console, compare=compare,
+             geometries=[g.strip() for g in (args.compare_geometry or "").split(",") if g.strip()])
     console.print(f"diagnostics: {out}/diagnose.json, {out}/diagnose.png")
     return 0

@@ -36,6 +36,7 @@ from .audit import Auditor
 from .collect import Collector
 from .engines import make_engine
 from .geometry import GradientGeometry
+from .geometry_compare import compare_geometries, geometry_table
 from .pooled import clopper_pearson
 from .report import literal_text
 from .rundir import write_json
@@ -45,14 +46,17 @@ from .suite import make_envs
 
 @dataclass(frozen=True)
 class GroupSample(sm.AuditedGroup):
-    """One audited group: observed â, reference a*, scales σ, Gram K, and the true a_true."""
+    """One audited group: observed â, reference a*, scales σ, Gram K, the true a_true, and the Gram of the
+    same responses under each other geometry asked for (name → K')."""
 
     a_true: np.ndarray = field(kw_only=True)
+    alternatives: Mapping[str, np.ndarray] = field(default_factory=dict, kw_only=True)
 
 
-def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
+def sample_groups(config: TrainConfig, n_groups: int, geometries: Sequence[str] = ()) -> list[GroupSample]:
     """Sample, grade, audit and measure ``n_groups`` groups from the config's policy (non-constant
-    groups whose reference audit succeeded), exactly as a training step would, without training."""
+    groups whose reference audit succeeded), exactly as a training step would, without training; with
+    ``geometries``, K of the same responses under each of them too."""
     if config.coefficients.selector != "setgrpo":
         raise ConfigError("agent", config.run.agent, "a SetGRPO preset (selector: setgrpo)", "Try --agent setgrpo.")
     policy = load_policy(config.rollout.policy, config.rollout.device)
@@ -60,15 +64,17 @@ def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
     torch.manual_seed(torch_seed(config.run.seed, "sampling"))  # the sampling stream a run starts from
     collector, auditor = Collector(config, make_engine(config, policy), envs), Auditor(config, envs)
     r, o = config.rollout, config.objective
-    geometry = GradientGeometry(policy.model, config.setgrpo.geometry, temperature=r.temperature,
-                                loss_type=o.loss_type, max_new_tokens=r.max_new_tokens)
+    geometry, *others = (GradientGeometry(policy.model, spec, temperature=r.temperature, loss_type=o.loss_type,
+                                          max_new_tokens=r.max_new_tokens) for spec in (config.setgrpo.geometry, *geometries))
     agent = build_agent(config)
     samples: list[GroupSample] = []
     while len(samples) < n_groups:
         batch = collector.collect(config.run.groups_per_step)
         groups = batch.groups
         needs = agent.needs(groups, auditor.rng, warmup=True)
-        grams = geometry.grams(groups.rollout, {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}).grams
+        rows = {b: groups.rows(b)[valid] for b, valid in needs.grams.items()}
+        grams = geometry.grams(groups.rollout, rows).grams
+        alternatives = [other.grams(groups.rollout, rows).grams for other in others]
         audits = auditor.audit(groups, needs).grades
         for b in needs.audits:
             valid, a_hat, sigma = agent.observe(groups, b)
@@ -76,7 +82,8 @@ def sample_groups(config: TrainConfig, n_groups: int) -> list[GroupSample]:
             if a_ref is None or len(samples) >= n_groups:
                 continue
             a_true = group_coefficients("grpo", batch.true_scores[b][valid], std_floor=config.coefficients.std_floor)
-            samples.append(GroupSample(a_hat, a_ref, sigma, grams[b], a_true=a_true))
+            samples.append(GroupSample(a_hat, a_ref, sigma, grams[b], a_true=a_true,
+                                       alternatives={spec: k[b] for spec, k in zip(geometries, alternatives)}))
     return samples
 
 
@@ -216,20 +223,24 @@ def plot_diagnostics(result: dict[str, Any], path: Path) -> None:
 
 def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], alphas: Sequence[float],
              repeats: int, out: str | Path, console: Console | None = None,
-             compare: Mapping[str, SetGRPOSettings] | None = None) -> dict[str, Any]:
+             compare: Mapping[str, SetGRPOSettings] | None = None, geometries: Sequence[str] = ()) -> dict[str, Any]:
     """Sample groups, measure coverage and risk curves (and, with ``compare``, the gate under each
-    variant's settings), write ``diagnose.json`` and ``diagnose.png``."""
+    variant's settings; with ``geometries``, the decisions each changes against the exact K,
+    ``geometry_compare.py``), write ``diagnose.json`` and ``diagnose.png``."""
     if n_groups < 12:
         raise ConfigError("groups", n_groups, "an integer >= 12", "Each of the three splits needs groups.")
     if config.run.eval_split != "dev":
         raise ConfigError("eval_split", config.run.eval_split, "'dev'", "diagnose chooses knobs, and knobs are chosen on "
                           "the dev split only: the test split is kept for a board's final numbers.")
+    if geometries and n_groups <= 2 * (config.setgrpo.window // 2):
+        raise ConfigError("groups", n_groups, f"more than the window ({2 * (config.setgrpo.window // 2)} groups)",
+                          "Geometries are compared on the groups a full window leaves held out.")
     console = console or Console()
     keep_freed_memory()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with console.status(f"sampling {n_groups} audited groups from {config.rollout.policy}"):
-        samples = sample_groups(config, n_groups)
+        samples = sample_groups(config, n_groups, geometries)
     s = config.setgrpo
     result = {
         "agent": config.run.agent, "policy": config.rollout.policy, "noise": config.grading.noise,
@@ -240,11 +251,16 @@ def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], a
     }
     if compare:
         result["compare"] = compare_settings(samples, compare, repeats=repeats, seed=config.run.seed)
+    if geometries:
+        result["geometry"] = {"exact": s.geometry, "rows": compare_geometries(samples, s, repeats=repeats, seed=config.run.seed)}
     write_json(out / "diagnose.json", result)
     plot_diagnostics(result, out / "diagnose.png")
     console.print(_tables(result))
     if compare:
         console.print(_comparison(result))
+    if geometries:
+        console.print(geometry_table(result["geometry"]["rows"], f"decisions against the exact K ({s.geometry}; "
+                                     f"{len(samples)} groups, {repeats} splits, the rest of a full window held out)"))
     return result
 
 
