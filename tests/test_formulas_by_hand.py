@@ -311,6 +311,7 @@ def test_label_measures_by_hand():
     assert measured["accuracy"] == pytest.approx(3 / 5)  # 0.05 no ✓, 0.15 no ✗, 0.95 ✓, 0.75 ✗, 0.72 ✓
     assert measured["auroc"] == pytest.approx(4 / 6)  # positives 0.15, 0.95, 0.72 beat 0.05 (3) and 0.75 (1)
 
+
 def test_judges_measure_reports_each_profile_on_the_same_responses(small_policy, tmp_path):
     import json
 
@@ -322,6 +323,11 @@ def test_judges_measure_reports_each_profile_on_the_same_responses(small_policy,
     result = json.loads(out.read_text())["profiles"]
     assert result["clean"]["error_rms"] == 0.0 and result["clean"]["verdict_error"] == 0.0
     assert result["harsh"]["error_rms"] > 0.05 and result["harsh"]["graded"] == result["clean"]["graded"]
+    assert result["clean"]["labels"]["accuracy"] == 1.0 and result["harsh"]["labels"]["accuracy"] < 1.0
+    pooled = tmp_path / "pooled.json"  # two policies' samples pooled, --prompts each
+    assert main(["judges", "measure", "--policy", f"{small_policy},{small_policy}", "--prompts", "6", "--group-size", "3",
+                 "--profiles", "clean", "--out", str(pooled)]) == 0
+    assert json.loads(pooled.read_text())["profiles"]["clean"]["graded"] == 2 * result["clean"]["graded"]
 
 
 def test_overoptimisation_statistics_by_hand():

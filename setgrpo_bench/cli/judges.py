@@ -18,7 +18,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--profiles", help="comma-separated noise profiles (default: every one in the catalog)")
     parser.add_argument("--prompts", type=int, default=64, help="train-split prompts sampled from the suite")
     parser.add_argument("--group-size", dest="group_size", type=int, default=8, help="responses per prompt")
-    parser.add_argument("--policy", default="tiny", help="the policy whose responses are graded")
+    parser.add_argument("--policy", default="tiny", help="the policy whose responses are graded (comma-separated: "
+                                                          "several, their samples pooled, --prompts each)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, samples and judge noise")
     parser.add_argument("--out", help="also write the measurements as JSON here")
     parser.set_defaults(func=_judges_measure, agent="grpo")

@@ -46,10 +46,10 @@ from .seeds import generator, name_key, torch_seed
 from .suite import make_envs
 
 
-def sample_responses(config: TrainConfig, prompts: int, group_size: int) -> list[tuple[Any, list[str]]]:
-    """(task, G responses) for ``prompts`` train-split tasks drawn from the suite's mixture."""
+def sample_responses(config: TrainConfig, prompts: int, group_size: int, policy_name: str) -> list[tuple[Any, list[str]]]:
+    """(task, G responses of ``policy_name``) for ``prompts`` train-split tasks drawn from the suite's mixture."""
     envs = make_envs(config)
-    policy = load_policy(config.rollout.policy, config.rollout.device)
+    policy = load_policy(policy_name, config.rollout.device)
     engine = make_engine(config, policy)
     rng = generator(config.run.seed, "judges", 0)
     tasks = []
@@ -113,8 +113,10 @@ def _scores(grader: Any, task: Any, texts: list[str], rng: np.random.Generator) 
 
 def measure_judges(config: TrainConfig, *, profiles: Sequence[str] | None = None, prompts: int = 64,
                    group_size: int = 8) -> dict[str, Any]:
-    """Every profile (default: all noise profiles of the catalog) measured on the same responses."""
-    samples = sample_responses(config, prompts, group_size)
+    """Every profile (default: all noise profiles of the catalog) measured on the same responses: those of
+    ``config.rollout.policy``, or pooled over its comma-separated policies, ``prompts`` each (the same
+    prompts: e.g. the final policies of runs trained against one judge)."""
+    samples = [s for name in config.rollout.policy.split(",") for s in sample_responses(config, prompts, group_size, name)]
     names = list(profiles or judge_profile_names())
     hacks = hack_tasks([env.benchmark.name for env in make_envs(config)], seed=config.run.seed)
     return {"policy": config.rollout.policy, "seed": config.run.seed, "prompts": prompts, "group_size": group_size,
