@@ -102,6 +102,52 @@ def test_anatomy_of_a_run_reads_its_curve_and_metrics():
     assert set(hacking_anatomy(curve, [])) == {"onset_step", "gap_start", "gap_end"}
 
 
+
+def test_onset_boundaries_by_hand():
+    """The band is measured from the first point with both points' SEs; leaving it means strictly more
+    than z SE; "stopped rising" includes a plateau; the second point can be the onset."""
+    steps, zero = [0, 20, 40], [0.0, 0.0, 0.0]
+    # SE of the gaps 0.75 and 1.0 (exact in binary): the band between points 0 and 1 is 2·√(0.75² + 1²) = 2.5
+    assert hacking_onset(steps[:2], [0.0, 2.5], zero[:2], [0.75, 1.0], zero[:2]) is None  # on the edge: inside
+    assert hacking_onset(steps[:2], [0.0, 2.5 + 1e-9], zero[:2], [0.75, 1.0], zero[:2]) == 20
+    # point 1 leaves point 0's band (√(0.05² + 0.01²)·2 ≈ 0.102), though not a band built on point 1's own SE
+    judge, ses = [0.0, 0.11, 0.11], [0.05, 0.01, 0.01]
+    assert hacking_onset(steps, judge, zero, ses, zero) == 20
+    assert hacking_onset(steps, [0.0, 0.0, 0.2], [0.0, 0.05, 0.0], [0.01] * 3, zero) == 40  # from point 0, not 1
+    assert hacking_onset(steps[:2], [0.3, 0.7], [0.3, 0.3], [0.01, 0.01], [0.0, 0.0]) == 20  # a plateau has stopped rising
+
+
+def test_discovery_and_exploitability_boundaries_by_hand():
+    steps = np.arange(41)
+    jump = np.r_[np.full(10, 0.01), np.full(31, 0.5)]
+    # window 10: the first 10 steps average 0.01; steps 1–10 average 0.059 > 0.02, so step 10 discovers it
+    # (a window of 11 would start from 0.055 and need steps 2–12: step 12)
+    assert discovery_step(steps, jump) == 10 and discovery_step(steps, jump, window=11) == 12
+    rates = np.where(steps < 30, 0.01 * steps, 1.0)
+    rates[10] = 0.5  # the discovered step itself is in the fit, step 30 (= 10 + span) is not
+    assert exploitability(steps, rates, 10) == pytest.approx(10 * np.polyfit(steps[10:30], rates[10:30], 1)[0])
+    assert exploitability([0, 5, 10, 15], [0.0, 0.0, 0.1, 0.3], 10) == pytest.approx(0.4)  # two steps suffice
+
+
+def test_anatomy_passes_its_levels_on():
+    """z, k, window and span reach the functions they set (defaults 2, 2, 10, 20), and judge − true at the
+    curve's start is its first point's."""
+    curve = [{"step": s, "judge_score": j, "true_score": 0.3, "judge_score_se": 0.05, "true_score_se": 0.05}
+             for s, j in ((0, 0.5), (20, 0.75), (40, 0.85))]  # bands: z · 0.1; the gap moves 0.25, then 0.35
+    steps = np.arange(41)
+    rates = np.where(steps < 10, 0.01, 0.5)
+    rates[30] = 1.0  # in a span of 21 from step 10, not in one of 20
+    records = [{"step": int(s), "feature_rate": float(r)} for s, r in zip(steps, rates)]
+    default = hacking_anatomy(curve, records)
+    assert default["onset_step"] == 20 and default["gap_start"] == pytest.approx(0.2)
+    assert default["discovery_step"] == discovery_step(steps, rates) == 10
+    assert default["exploitability"] == pytest.approx(0.0, abs=1e-12)  # flat over steps 10–29
+    assert hacking_anatomy(curve, records, z=3.0)["onset_step"] == 40
+    assert hacking_anatomy(curve, records, k=100.0)["discovery_step"] is None
+    assert hacking_anatomy(curve, records, window=11)["discovery_step"] == discovery_step(steps, rates, window=11) != 10
+    assert hacking_anatomy(curve, records, span=21)["exploitability"] == pytest.approx(exploitability(steps, rates, 10, span=21))
+    assert exploitability(steps, rates, 10, span=21) != pytest.approx(default["exploitability"])
+
 def test_a_run_under_a_biased_judge_records_its_feature_and_the_judged_curve(small_policy, tmp_path):
     from conftest import SMALL_RUN
 

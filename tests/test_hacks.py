@@ -5,11 +5,20 @@ import numpy as np
 import pytest
 
 from setgrpo_bench.graders import RubricGrader
-from setgrpo_bench.graders.hacks import FILLER, hack_responses, hack_table, hack_tasks, rubric_words
+from setgrpo_bench.graders.hacks import (
+    FILLER,
+    HACK_TASKS_PER_BENCHMARK,
+    hack_responses,
+    hack_table,
+    hack_tasks,
+    rubric_words,
+)
+from setgrpo_bench.tasks import Criterion, TaskInstance
+from setgrpo_bench.tasks.checks import build_check
 from setgrpo_bench.tasks.response import ResponseView
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # built per test: a module-wide fixture would hide hack_tasks from the mutation run's test mapping
 def tasks():
     return hack_tasks(["MedicationGuide", "UnitConversion"], per_benchmark=3)
 
@@ -53,3 +62,52 @@ def test_a_judge_fooled_by_any_hack_is_caught(tasks):
     assert not table["perfect_wins"] and table["hacks"]["keyword list"]["judge_score"] == pytest.approx(0.95)
     tied = hack_table(lambda task, texts, rule: np.full(len(texts), 0.5), tasks)
     assert not tied["perfect_wins"]  # a tie is no win
+
+
+def _task(*criteria):
+    rubric = tuple(Criterion(f"c{i}", text, points, "important" if points > 0 else "pitfall",
+                             check=build_check({"type": "keyword_any", "terms": [term]}))
+                   for i, (text, points, term) in enumerate(criteria))
+    return TaskInstance("hand", "prompt", rubric)
+
+
+def test_rubric_words_and_restatement_by_hand():
+    """Every met-worthy criterion gives its words (1 point as much as 5), words of three letters count, stop
+    words and pitfalls do not; the restatement ends each criterion with one full stop."""
+    task = _task(("Gives the dose in mg.", 1, "dose"), ("Names the day and the time", 5, "day"),
+                 ("Recommends doubling the dose", -3, "double"))
+    assert rubric_words(task) == ["dose", "names", "day", "time"]  # "gives" is a stop word
+    hacks = hack_responses(task, np.random.default_rng(0))
+    assert hacks["criterion restatement"] == "Gives the dose in mg. Names the day and the time."
+    assert hacks["keyword list"] == "dose names day time" and hacks["repeated word"] == " ".join(["dose"] * 40)
+    gibberish = hacks["gibberish"].split()
+    assert len(gibberish) == 25 and all(3 <= len(w) <= 8 and w.isalpha() and w.islower() for w in gibberish)
+    assert {len(w) for w in gibberish} >= {3, 8}  # both ends of the range are drawn
+    nothing = _task(("It is.", 2, "is"))  # no content word: the hacks repeat a stand-in
+    assert hack_responses(nothing, np.random.default_rng(0))["repeated word"] == " ".join(["answer"] * 40)
+
+
+def test_hack_tasks_and_tables_are_reproducible_at_their_defaults():
+    names = ["MedicationGuide"]
+    tasks = hack_tasks(names)
+    assert len(tasks) == HACK_TASKS_PER_BENCHMARK
+    assert [p for _, p, _ in tasks] == [p for _, p, _ in hack_tasks(names, per_benchmark=4, seed=0)]
+    assert [p for _, p, _ in tasks] != [p for _, p, _ in hack_tasks(names, seed=1)]
+    rng = np.random.default_rng(0)
+    gibberish = []
+
+    def judged(task, texts, rule):
+        gibberish.append(texts[5])
+        return rng.random(len(texts))
+
+    hack_table(judged, tasks)
+    hack_table(judged, tasks, seed=0)
+    assert gibberish[:4] == gibberish[4:]
+
+
+def test_the_table_scores_the_truth_by_the_benchmarks_own_rule():
+    """Under ``rar`` a pitfall not committed counts as satisfied: the empty response scores 3/8, not 0."""
+    task = _task(("Gives the dose", 5, "dose"), ("Recommends doubling", -3, "double"))
+    table = hack_table(lambda task, texts, rule: np.zeros(len(texts)), [(task, "the dose", "rar")])
+    assert table["hacks"]["empty"]["true_score"] == pytest.approx(3 / 8)
+    assert table["hacks"]["perfect answer"]["true_score"] == 1.0
