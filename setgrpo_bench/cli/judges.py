@@ -21,8 +21,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", default="tiny", help="the policy whose responses are graded (comma-separated: "
                                                           "several, their samples pooled, --prompts each)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts, samples and judge noise")
+    parser.add_argument("--label", help="what the samples are, in words, kept with the measurements (for judges pages)")
     parser.add_argument("--out", help="also write the measurements as JSON here")
     parser.set_defaults(func=_judges_measure, agent="grpo")
+    pages = judges.add_parser("pages", help="write one documentation page per judge profile from judges measure results",
+                              parents=[catalog_flag()])
+    pages.add_argument("measured", nargs="+", help="judges measure --out files (one table row each: whose samples)")
+    pages.add_argument("--out", default="docs/judges", help="folder of the pages (default docs/judges)")
+    pages.set_defaults(func=_judges_pages)
     over = judges.add_parser("overoptimisation", help="the judge's and the true score of training runs per step: "
                              "does the true score peak and fall while the judge's rises?")
     over.add_argument("runs", nargs="+", help="run folders (seeds of one agent under one judge) or a folder holding them")
@@ -56,8 +62,16 @@ def _judges_measure(args: argparse.Namespace) -> int:
                               for k in columns), _hacks(row))
     Console(soft_wrap=False).print(table)
     if args.out:
-        write_json(Path(args.out), result)
+        write_json(Path(args.out), {**result, **({"label": args.label} if args.label else {})})
         console.print(f"measurements: {args.out}")
+    return 0
+
+
+def _judges_pages(args: argparse.Namespace) -> int:
+    from ..harness.judge_pages import write_judge_pages
+
+    written = write_judge_pages(args.measured, args.out)
+    console.print(f"{len(written)} judge pages written to {args.out}")
     return 0
 
 
