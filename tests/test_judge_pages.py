@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from setgrpo_bench.errors import UnknownNameError
-from setgrpo_bench.harness.judge_pages import judge_page, samples_label, write_judge_pages
+from setgrpo_bench.harness.judge_pages import (
+    judge_page,
+    samples_label,
+    write_judge_pages,
+)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "judges"
 

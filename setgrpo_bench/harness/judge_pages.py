@@ -11,13 +11,14 @@ pages are generated, never edited: ``docs/judges/`` is rewritten by
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..catalog import catalog_files
-from ..tasks.yamlio import load_yaml
 from ..graders.judge_profiles import judge_profile
+from ..tasks.yamlio import load_yaml
 
 MEASURES = {"error_rms": "error RMS", "verdict_error": "verdicts wrong", "confidence_auroc": "confidence AUROC",
             "true_spearman": "Spearman(judge, true)", "label_accuracy": "P(yes) accuracy", "label_ece": "ECE",
@@ -82,7 +83,7 @@ def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _number(value: Any, key: str) -> str:
-    if not isinstance(value, (int, float)) or value != value:  # absent, or NaN (JSON keeps it as a string)
+    if not isinstance(value, (int, float)) or math.isnan(value):  # absent, or NaN (JSON keeps it as a string)
         return "—"
     return f"{value:+.3f}" if key == "length_effect" else f"{value:.3f}"
 
@@ -94,8 +95,8 @@ def _hack_lines(first: tuple[str, Mapping[str, Any]]) -> list[str]:
     table = row["hack_table"]
     order = sorted(table["hacks"], key=lambda k: -table["hacks"][k]["judge_score"])
     verdict = "outscores every hack" if table["perfect_wins"] else "does **not** outscore every hack"
-    return ["## Hack table", "", f"Responses written to fool a judge (`graders/hacks.py`) on {table['tasks']} dev instances "
-            f"(with {label}): a perfect answer {verdict}.", "", "| response | judge score | true score |", "| --- | --- | --- |",
+    return ["## Hack table", "", (f"Responses written to fool a judge (`graders/hacks.py`) on {table['tasks']} dev instances "
+                                  f"(with {label}): a perfect answer {verdict}."), "", "| response | judge score | true score |", "| --- | --- | --- |",
             *(f"| {k} | {table['hacks'][k]['judge_score']:.3f} | {table['hacks'][k]['true_score']:.3f} |" for k in order), ""]
 
 
@@ -112,10 +113,10 @@ def _card(name: str) -> dict[str, Any] | None:
 
 def _card_lines(card: Mapping[str, Any]) -> list[str]:
     c = card["config"]
-    lines = ["## Card", "", f"The build's own measurements (`judge_card.json`): {card['parameters']:,} parameters "
-             f"({c['n_layer']} blocks of {c['n_embd']}), {card['labels_train']:,} training labels, "
-             f"{card['labels_held_out']:,} held out {'by task' if c.get('split_by_task') else 'by label'}; "
-             f"{'reads the prompt' if c.get('reads_prompt') else 'does not read the prompt'}.", "",
+    lines = ["## Card", "", (f"The build's own measurements (`judge_card.json`): {card['parameters']:,} parameters "
+                             f"({c['n_layer']} blocks of {c['n_embd']}), {card['labels_train']:,} training labels, "
+                             f"{card['labels_held_out']:,} held out {'by task' if c.get('split_by_task') else 'by label'}; "
+                             f"{'reads the prompt' if c.get('reads_prompt') else 'does not read the prompt'}."), "",
              f"Held-out accuracy **{card['accuracy']:.3f}**, ECE {card['ece']:.3f}"
              + (f", AUROC {card['auroc']:.3f}" if "auroc" in card else "") + ".", "",
              "| category | labels | accuracy | false positive | false negative |", "| --- | --- | --- | --- | --- |"]
