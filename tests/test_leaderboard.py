@@ -426,6 +426,34 @@ def test_board_v2_completeness_comes_from_its_protocol_file():
     assert set(protocol.core) <= set(preset_paths())  # every core agent is a preset of this version
 
 
+
+def test_board_v3_cells_carry_per_judge_seeds_and_cells_outside_the_rule(tmp_path, monkeypatch, capsys):
+    """5 seeds per cell, 10 under the learned judges; the shared-reference presets only under the biased
+    judges (never under a main one); ``sweep --agents board`` plans exactly these runs, seeds 0 … k − 1."""
+    from setgrpo_bench.errors import SpecError
+    from setgrpo_bench.harness.sweep import plan
+
+    protocol = load_protocol("board-v3")
+    cells = protocol.cells(list(protocol.presets))
+    seeds = {(a, n): k for a, n, k in cells}
+    assert seeds[("grpo", "learned-prompt")] == seeds[("grpo", "learned")] == 10 and seeds[("grpo", "clean")] == 5
+    assert seeds[("qae", "learned-prompt")] == 10 and seeds[("qae", "realistic")] == 5 and ("qae", "clean") not in seeds
+    shared = sorted(n for a, n, _ in cells if a == "setgrpo-shared-reference")
+    assert shared == ["biased-closing", "biased-format", "biased-lexical"] and seeds[("grpo_stop-shared-reference", "biased-format")] == 5
+    assert min(seeds.values()) >= 5 and set(protocol.presets) <= set(preset_paths())
+    specs = plan([], [], [], tmp_path, {}, [("grpo", "learned", 3), ("setgrpo-shared-reference", "biased-lexical", 2)])
+    assert [(s.agent, s.noise, s.seed) for s in specs] == [("grpo", "learned", 0), ("grpo", "learned", 1), ("grpo", "learned", 2),
+                                                          ("setgrpo-shared-reference", "biased-lexical", 0),
+                                                          ("setgrpo-shared-reference", "biased-lexical", 1)]
+    assert main(["sweep", "--agents", "board", "--dry-run"]) == 2 and "--protocol" in capsys.readouterr().out
+    (tmp_path / "protocols").mkdir()
+    (tmp_path / "protocols" / "odd.yaml").write_text(
+        "version: 1\nsettings: {steps: 3, groups_per_step: 16, group_size: 8, mu: 1, eval_instances: 64}\n"
+        "seeds: 5\nnoise: [realistic]\nmain: realistic\nother_seeds: 3\ncore: []\njudge_seeds: {harsh: 4}\n")
+    monkeypatch.setenv("SETGRPO_BENCH_CATALOG", str(tmp_path))
+    with pytest.raises(SpecError, match=r"odd.yaml:8: judge_seeds/extra: expected judge profiles of the board"):
+        load_protocol("odd")
+
 def test_the_page_carries_columns_protocol_and_provenance(runs, tmp_path):
     board = tmp_path / "board"
     publish([runs], board, command="pytest publish")

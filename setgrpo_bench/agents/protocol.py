@@ -39,6 +39,8 @@ class Protocol:
     preset_seeds: int | None = None  # seeds of the non-core presets under the main profiles (default: seeds)
     once: tuple[str, ...] = ()  # agents run under the first main profile only (their policy ignores the judge)
     presets: tuple[str, ...] = ()  # the presets a complete board holds (default: every preset of the catalog)
+    judge_seeds: Mapping[str, int] = field(default_factory=dict)  # seeds of every cell under these profiles
+    extra: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()  # (agents, profiles) cells outside the rule
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -61,16 +63,23 @@ class Protocol:
     def cells(self, presets: Sequence[str]) -> list[tuple[str, str, int]]:
         """(agent, judge profile, seeds) of a complete board: the core agents under every profile
         (``seeds`` under the main ones, ``other_seeds`` elsewhere), the ``once`` agents under the first
-        main profile, every other preset under each main profile (``preset_seeds``). The single source of
-        completeness."""
+        main profile, every other preset under each main profile (``preset_seeds``); under a profile of
+        ``judge_seeds``, its seeds instead; and the ``extra`` cells (each agent under each of its profiles
+        only). The single source of completeness."""
         out = []
+        outside = {a for agents, _ in self.extra for a in agents}
         for a in presets:
+            if a in outside:
+                continue
             if a in self.once:
-                out.append((a, self.mains[0], self.seeds))
+                out.append((a, self.mains[0], self.judge_seeds.get(self.mains[0], self.seeds)))
             elif a in self.core:
-                out += [(a, n, self.seeds if n in self.mains else self.other_seeds) for n in self.noise]
+                out += [(a, n, self.judge_seeds.get(n, self.seeds if n in self.mains else self.other_seeds))
+                        for n in self.noise]
             else:
-                out += [(a, n, self.preset_seeds or self.seeds) for n in self.mains]
+                out += [(a, n, self.judge_seeds.get(n, self.preset_seeds or self.seeds)) for n in self.mains]
+        out += [(a, n, self.judge_seeds.get(n, self.seeds if n in self.mains else self.other_seeds))
+                for agents, profiles in self.extra for a in agents if a in presets for n in profiles]
         order = {n: i for i, n in enumerate((*self.mains, *(n for n in self.noise if n not in self.mains)))}
         return sorted(out, key=lambda cell: (order[cell[1]], presets.index(cell[0])))
 
@@ -105,9 +114,16 @@ def _load(path: Path) -> Protocol:
     if not problems and any(m not in data["noise"] for m in mains):
         problems.append(SpecError(f"expected one of the board's profiles {data['noise']} (or a list of them)", file=str(path),
                                   line=line_of(lines, "main"), field="main"))
+    named = [*data.get("judge_seeds", {}), *(n for cell in data.get("extra", ()) for n in cell["noise"])] if not problems else []
+    if any(n not in data["noise"] for n in named):
+        problems.append(SpecError(f"expected judge profiles of the board {data['noise']}, got "
+                                  f"{sorted(set(named) - set(data['noise']))}", file=str(path),
+                                  line=line_of(lines, "judge_seeds" if "judge_seeds" in data else "extra"), field="judge_seeds/extra"))
     if problems:
         raise problems[0]
     main = data["main"] if isinstance(data["main"], str) else tuple(data["main"])
     return Protocol(str(data.get("name", path.stem)), data["version"], dict(data["settings"]), data["seeds"],
                     tuple(data["noise"]), main, data["other_seeds"], tuple(data["core"]), data.get("preset_seeds"),
-                    tuple(data.get("once", ())), tuple(data.get("presets", ())), str(data.get("description", "")), path)
+                    tuple(data.get("once", ())), tuple(data.get("presets", ())), dict(data.get("judge_seeds", {})),
+                    tuple((tuple(c["agents"]), tuple(c["noise"])) for c in data.get("extra", ())),
+                    str(data.get("description", "")), path)

@@ -13,7 +13,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
     parser = commands.add_parser("sweep", help="run every (agent, judge profile, seed), resumable, in parallel processes",
                                  parents=[catalog_flag()], allow_abbrev=False)  # --seed is not --seeds
-    parser.add_argument("--agents", required=True, help="comma-separated agent presets, of: " + ", ".join(sorted(preset_paths())))
+    parser.add_argument("--agents", required=True, help="comma-separated agent presets, or 'board': every cell of "
+                        "--protocol's complete board at its seeds (0 … k − 1); of: " + ", ".join(sorted(preset_paths())))
     parser.add_argument("--seeds", help="a count (5 → seeds 0..4) or comma-separated seeds (default: the protocol's, else 5)")
     parser.add_argument("--jobs", type=int, default=1, help="local backend: runs at once (each gets cores / jobs threads)")
     parser.add_argument("--backend", choices=["local", "ray"], default="local",
@@ -42,17 +43,29 @@ def _sweep(args: argparse.Namespace) -> int:
         list(protocol.noise) if protocol else ["realistic"])
     seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    cells = _board_cells(protocol) if agents == ["board"] else []
     if args.dry_run:
-        return _dry_run(agents, noises, seeds, overrides, args)
+        return _dry_run(agents, noises, seeds, overrides, args, cells)
     backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
     result = sweep(agents, seeds, args.out, noises=noises, overrides=overrides, jobs=args.jobs, backend=backend,
-                   threads=args.threads, console=console)
+                   threads=args.threads, console=console, cells=cells)
     failed = sum(r["status"] not in ("done", "skipped (finished before)") for r in result)
     console.print(f"{len(result) - failed} of {len(result)} runs finished; status in {args.out}/sweep.json")
     return 1 if failed else 0
 
 
-def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: dict, args: argparse.Namespace) -> int:
+def _board_cells(protocol) -> list[tuple[str, str, int]]:
+    """``--agents board``: every cell of the protocol's complete board (``Protocol.cells``)."""
+    from ..agents.presets import preset_paths
+    from ..errors import ConfigError
+
+    if protocol is None:
+        raise ConfigError("agents", "board", "a protocol's complete board, named with --protocol", "Add --protocol NAME.")
+    return protocol.cells(list(protocol.presets) or sorted(preset_paths()))
+
+
+def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: dict, args: argparse.Namespace,
+             cells: list[tuple[str, str, int]]) -> int:
     """The sweep's price (``harness/price.py``): a row per (agent, judge), its total, and the wall time at
     ``--jobs`` runs at once."""
     from rich.table import Table
@@ -61,9 +74,9 @@ def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: 
     from ..harness.price import measured_runs, price
     from ..harness.sweep import plan
 
-    plan(agents, noises, seeds, Path(args.out), overrides)  # every agent, judge and override validated
-    cells = [(agent, noise, len(seeds), resolve_config(agent, {**overrides, "noise": noise, "seed": seeds[0]}).to_dict())
-             for noise in noises for agent in agents]
+    plan(agents, noises, seeds, Path(args.out), overrides, cells)  # every agent, judge and override validated
+    cells = [(agent, noise, k, resolve_config(agent, {**overrides, "noise": noise, "seed": 0}).to_dict())
+             for agent, noise, k in cells or [(a, n, len(seeds)) for n in noises for a in agents]]
     roots = args.timings or [p for p in ("leaderboard",) if Path(p).is_dir()]
     measured = measured_runs(roots)
     rows = price(cells, measured)

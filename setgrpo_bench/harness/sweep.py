@@ -68,16 +68,18 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def plan(agents: Sequence[str], noises: Sequence[str], seeds: Sequence[int], root: Path,
-         overrides: Mapping[str, Any]) -> list[RunSpec]:
-    """The runs of a sweep; every agent, profile and override is validated before anything starts."""
+         overrides: Mapping[str, Any], cells: Sequence[tuple[str, str, int]] = ()) -> list[RunSpec]:
+    """The runs of a sweep — every agent under every profile at ``seeds``, or, given ``cells`` (agent,
+    profile, k: a board's, ``Protocol.cells``), each cell at seeds 0 … k − 1; every agent, profile and
+    override is validated before anything starts."""
+    cells = cells or [(agent, noise, -1) for noise in noises for agent in agents]
     known = preset_paths()
-    for agent in agents:
+    for agent, noise, k in cells:
         if agent not in known:
             raise UnknownNameError("agent", agent, known)
-        for noise in noises:
-            resolve_config(agent, {**overrides, "noise": noise, "seed": seeds[0]})
+        resolve_config(agent, {**overrides, "noise": noise, "seed": 0 if k > 0 else seeds[0]})
     return [RunSpec(agent, noise, seed, root / noise / agent / f"seed{seed}")
-            for noise in noises for agent in agents for seed in seeds]
+            for agent, noise, k in cells for seed in (range(k) if k > 0 else seeds)]
 
 
 def settings_changed(spec: RunSpec, overrides: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -152,8 +154,10 @@ class RayBackend:
 
 def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, noises: Sequence[str] = ("realistic",),
           overrides: Mapping[str, Any] | None = None, jobs: int = 1, backend: RayBackend | None = None,
-          threads: int | None = None, console: Console | None = None) -> list[dict[str, Any]]:
-    """Run (or skip, or resume) every (agent, noise, seed); returns and writes the status of each run.
+          threads: int | None = None, console: Console | None = None,
+          cells: Sequence[tuple[str, str, int]] = ()) -> list[dict[str, Any]]:
+    """Run (or skip, or resume) every (agent, noise, seed), or every run of ``cells`` (``plan``); returns
+    and writes the status of each run.
 
     Locally, ``jobs`` runs at a time with ``threads`` (default ⌊cores / jobs⌋) threads each; on Ray
     (``backend``), every run is a task with the backend's resources and ``cpus_per_run`` threads. A run
@@ -165,7 +169,7 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
         raise ConfigError("jobs", jobs, "an integer >= 1")
     console = console or Console()
     root, overrides = Path(root), dict(overrides or {})
-    specs = plan(agents, noises, seeds, root, overrides)
+    specs = plan(agents, noises, seeds, root, overrides, cells)
     root.mkdir(parents=True, exist_ok=True)
     statuses = {s: _status(s, SETTINGS_DIFFER, changed=changed) for s in specs if (changed := settings_changed(s, overrides))}
     statuses.update({s: _status(s, "skipped (finished before)") for s in specs
