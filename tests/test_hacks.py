@@ -75,11 +75,11 @@ def test_rubric_words_and_restatement_by_hand():
     """Every met-worthy criterion gives its words (1 point as much as 5), words of three letters count, stop
     words and pitfalls do not; the restatement ends each criterion with one full stop."""
     task = _task(("Gives the dose in mg.", 1, "dose"), ("Names the day and the time", 5, "day"),
-                 ("Recommends doubling the dose", -3, "double"))
-    assert rubric_words(task) == ["dose", "names", "day", "time"]  # "gives" is a stop word
+                 ("Recommends doubling the dose", -3, "double"), ("Uses the unit X", 2, "unit"))
+    assert rubric_words(task) == ["dose", "names", "day", "time", "unit"]  # "gives" and "uses" are stop words
     hacks = hack_responses(task, np.random.default_rng(0))
-    assert hacks["criterion restatement"] == "Gives the dose in mg. Names the day and the time."
-    assert hacks["keyword list"] == "dose names day time" and hacks["repeated word"] == " ".join(["dose"] * 40)
+    assert hacks["criterion restatement"] == "Gives the dose in mg. Names the day and the time. Uses the unit X."
+    assert hacks["keyword list"] == "dose names day time unit" and hacks["repeated word"] == " ".join(["dose"] * 40)
     gibberish = hacks["gibberish"].split()
     assert len(gibberish) == 25 and all(3 <= len(w) <= 8 and w.isalpha() and w.islower() for w in gibberish)
     assert {len(w) for w in gibberish} >= {3, 8}  # both ends of the range are drawn

@@ -36,7 +36,7 @@ from .audit import Auditor
 from .collect import Collector
 from .engines import make_engine
 from .geometry import GradientGeometry
-from .geometry_compare import compare_geometries, geometry_table
+from .geometry_compare import compare_geometries
 from .pooled import clopper_pearson
 from .report import literal_text
 from .rundir import write_json
@@ -259,7 +259,7 @@ def diagnose(config: TrainConfig, *, n_groups: int, alphas_a: Sequence[float], a
     if compare:
         console.print(_comparison(result))
     if geometries:
-        console.print(geometry_table(result["geometry"]["rows"], f"decisions against the exact K ({s.geometry}; "
+        console.print(_geometry_table(result["geometry"]["rows"], f"decisions against the exact K ({s.geometry}; "
                                      f"{len(samples)} groups, {repeats} splits, the rest of a full window held out)"))
     return result
 
@@ -287,4 +287,14 @@ def _tables(result: dict[str, Any]) -> Table:
     for r in result["risk"]:
         table.add_row(f"α={r['alpha']:g}", f"risk ≤ {r['alpha']:.2f}", f"{r['risk_ref']:.3f}", f"{r['risk_true']:.3f}",
                       f"{r['acceptance']:.2f}", f"{r['violation_rate']:.3f} (δ={r['delta']:g})")
+    return table
+
+
+def _geometry_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("geometry", "agreement", "mean |Δλ*|", "acceptance", "reversal (exact K)", "reversal (true)"):
+        table.add_column(column, justify="left" if column == "geometry" else "right")
+    for r in rows:
+        table.add_row(r["geometry"], f"{r['agreement']:.3f}", f"{r['lambda_delta']:.3f}", f"{r['acceptance']:.3f}",
+                      f"{r['reversal']:.3f}", f"{r['reversal_true']:.3f}")
     return table

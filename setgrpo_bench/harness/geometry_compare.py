@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from rich.table import Table
 
 from ..agents import setgrpo as sm
 from ..agents.config import SetGRPOSettings
@@ -84,12 +83,3 @@ def _decide(groups: Sequence[Any], d1: np.ndarray, d2: np.ndarray, test: np.ndar
         out.append((decision, bool(decision.certifiable and decision.score >= calibration.tau)))
     return out
 
-
-def geometry_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title)
-    for column in ("geometry", "agreement", "mean |Δλ*|", "acceptance", "reversal (exact K)", "reversal (true)"):
-        table.add_column(column, justify="left" if column == "geometry" else "right")
-    for r in rows:
-        table.add_row(r["geometry"], f"{r['agreement']:.3f}", f"{r['lambda_delta']:.3f}", f"{r['acceptance']:.3f}",
-                      f"{r['reversal']:.3f}", f"{r['reversal_true']:.3f}")
-    return table
