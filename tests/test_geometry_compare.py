@@ -112,7 +112,7 @@ def test_the_statistics_by_hand(monkeypatch):
     # accepted g0 (c = −â: reverses a*, not a_true) and g2 (c = â: reverses a_true, not a*), under the exact K
     assert cheap["reversal"] == 0.5 and cheap["reversal_true"] == 0.5
     twice = compare_geometries(_by_hand(monkeypatch), settings, repeats=2, seed=0)
-    assert [r["decisions"] for r in twice] == [8, 8] and twice[1]["agreement"] == 0.5
+    assert [r["decisions"] for r in twice] == [8, 8] and twice[1]["agreement"] == 0.5 and twice[1]["reversal"] == 0.5
     literal = compare_geometries(_by_hand(monkeypatch), SimpleNamespace(window=1, execute="recovered", recovery=False),
                                  repeats=1, seed=0)
     assert literal[0]["acceptance"] == 0.0  # the recovery setting reaches the decider
@@ -126,3 +126,12 @@ def test_the_window_is_split_into_d1_and_d2_and_the_rest_is_held_out(monkeypatch
     rows = compare_geometries(_by_hand(monkeypatch, window=4), settings, repeats=3, seed=0)  # 5 groups: one held out
     assert [r["decisions"] for r in rows] == [3, 3]
     assert compare_geometries(_by_hand(monkeypatch, window=4), settings, repeats=3, seed=0) == rows  # seeded
+
+
+def test_nothing_certified_leaves_the_rates_undefined(monkeypatch):
+    """Under a gate that certifies nothing (the learned judge at step 120) |Δλ*| and the reversal rates have
+    no groups to average: NaN, and every decision agrees."""
+    samples = [dataclasses.replace(s, gram=np.array([[0.9, -1.0], [0.0, 1.0]])) for s in _by_hand(monkeypatch)]
+    exact, cheap = compare_geometries(samples, SimpleNamespace(window=1, execute="recovered", recovery=True), repeats=1, seed=0)
+    assert exact["acceptance"] == 0.0 and np.isnan(exact["lambda_delta"]) and np.isnan(exact["reversal"])
+    assert np.isnan(exact["reversal_true"]) and np.isnan(cheap["lambda_delta"]) and cheap["agreement"] == 0.5
