@@ -411,6 +411,10 @@ def test_a_bad_protocol_file_names_every_problem_at_its_line(tmp_path, monkeypat
     (tmp_path / "protocols" / "bad.yaml").write_text(text.replace("steps: 0", "steps: 3"))
     with pytest.raises(SpecError, match=r"bad.yaml:5: main: expected one of the board's profiles \['realistic'\]"):
         load_protocol("bad")
+    (tmp_path / "protocols" / "bad.yaml").write_text(text.replace("steps: 0", "steps: 3").replace("main: harsh", "main: realistic")
+                                                     + "judge_seeds: {harsh: 4}\n")
+    with pytest.raises(SpecError, match=r"bad.yaml:8: judge_seeds/extra: expected judge profiles of the board"):
+        load_protocol("bad")
 
 
 def test_board_v2_completeness_comes_from_its_protocol_file():
@@ -427,10 +431,9 @@ def test_board_v2_completeness_comes_from_its_protocol_file():
 
 
 
-def test_board_v3_cells_carry_per_judge_seeds_and_cells_outside_the_rule(tmp_path, monkeypatch, capsys):
+def test_board_v3_cells_carry_per_judge_seeds_and_cells_outside_the_rule(tmp_path, capsys):
     """5 seeds per cell, 10 under the learned judges; the shared-reference presets only under the biased
     judges (never under a main one); ``sweep --agents board`` plans exactly these runs, seeds 0 … k − 1."""
-    from setgrpo_bench.errors import SpecError
     from setgrpo_bench.harness.sweep import plan
 
     protocol = load_protocol("board-v3")
@@ -446,13 +449,7 @@ def test_board_v3_cells_carry_per_judge_seeds_and_cells_outside_the_rule(tmp_pat
                                                           ("setgrpo-shared-reference", "biased-lexical", 0),
                                                           ("setgrpo-shared-reference", "biased-lexical", 1)]
     assert main(["sweep", "--agents", "board", "--dry-run"]) == 2 and "--protocol" in capsys.readouterr().out
-    (tmp_path / "protocols").mkdir()
-    (tmp_path / "protocols" / "odd.yaml").write_text(
-        "version: 1\nsettings: {steps: 3, groups_per_step: 16, group_size: 8, mu: 1, eval_instances: 64}\n"
-        "seeds: 5\nnoise: [realistic]\nmain: realistic\nother_seeds: 3\ncore: []\njudge_seeds: {harsh: 4}\n")
-    monkeypatch.setenv("SETGRPO_BENCH_CATALOG", str(tmp_path))
-    with pytest.raises(SpecError, match=r"odd.yaml:8: judge_seeds/extra: expected judge profiles of the board"):
-        load_protocol("odd")
+
 
 def test_the_page_carries_columns_protocol_and_provenance(runs, tmp_path):
     board = tmp_path / "board"
