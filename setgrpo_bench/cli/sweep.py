@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import add_overrides, catalog_flag, console
+
+if TYPE_CHECKING:
+    from ..agents.protocol import Protocol
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -54,7 +58,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _board_cells(protocol) -> list[tuple[str, str, int]]:
+def _board_cells(protocol: Protocol | None) -> list[tuple[str, str, int]]:
     """``--agents board``: every cell of the protocol's complete board (``Protocol.cells``)."""
     from ..agents.presets import preset_paths
     from ..errors import ConfigError
