@@ -3,7 +3,7 @@
 import pytest
 
 from setgrpo_bench.cli import main
-from setgrpo_bench.harness.price import MeasuredRun, estimate, measured_runs, price
+from setgrpo_bench.harness.price import MeasuredRun, estimate, judge_factor, measured_runs, price
 from setgrpo_bench.harness.rundir import write_json
 
 CONFIG = {"steps": 10, "groups_per_step": 4, "group_size": 5}  # 200 rollouts
@@ -30,11 +30,18 @@ def test_a_planned_run_is_priced_by_its_nearest_recorded_runs():
     measured = [MeasuredRun("grpo", "realistic", 1.0), MeasuredRun("grpo", "realistic", 3.0),
                 MeasuredRun("grpo", "learned", 10.0), MeasuredRun("setgrpo", "harsh", 7.0)]
     assert estimate("grpo", "realistic", 100, measured) == (200.0, "this agent under this judge (2 runs)")
-    assert estimate("grpo", "harsh", 100, measured) == (300.0, "this agent, other judges (3 runs)")
+    assert estimate("grpo", "harsh", 100, measured) == (300.0, "this agent, other judges (3 runs)")  # no agent ran both
     assert estimate("dapo", "harsh", 100, measured) == (700.0, "other agents, this judge (1 runs)")
     assert estimate("dapo", "clean", 100, measured) == (500.0, "every recorded run (4 runs)")
     seconds, source = estimate("dapo", "clean", 100, [])
     assert seconds != seconds and source == "no recorded run"
+    # setgrpo under learned costs 4× its realistic runs: grpo's realistic median (2) × 4 prices grpo under learned,
+    # were grpo's own learned runs not there; dapo, never recorded under learned, is priced by the other agents there
+    scaled = measured[:2] + [MeasuredRun("setgrpo", "realistic", 2.0), MeasuredRun("setgrpo", "learned", 8.0)]
+    assert estimate("grpo", "learned", 100, scaled) == (800.0, "this agent, other judges (2 runs) × 4.00, this judge's "
+                                                               "cost factor (1 agents)")
+    both = scaled + [MeasuredRun("dapo", "learned", 9.0), MeasuredRun("dapo", "realistic", 1.0)]
+    assert judge_factor("learned", both) == (pytest.approx((4.0 + 9.0) / 2), 2)  # the median of the agents' ratios
     rows = price([("grpo", "realistic", 5, CONFIG)], measured)
     assert rows == [{"agent": "grpo", "noise": "realistic", "runs": 5, "cpu_seconds_per_run": 400.0,
                      "cpu_hours": pytest.approx(2000 / 3600), "source": "this agent under this judge (2 runs)"}]

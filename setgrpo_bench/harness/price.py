@@ -3,7 +3,9 @@ estimated from the wall times that recorded runs measured (``timings.json``: tra
 evaluation, times the run's threads).
 
 A planned run is priced by the median CPU-seconds per rollout of the recorded runs closest to it — the
-same agent under the same judge, else the same agent under any judge, else any agent under the same
+same agent under the same judge, else the same agent under other judges times the judge's cost factor
+(what the judge costs its agents against their other judges: the median, over the agents recorded under
+it and under others, of the ratio of their medians; 1 when no agent is), else any agent under the same
 judge, else every recorded run — times its own rollouts (steps × groups × group size): the source of
 each estimate is printed beside it. Recorded runs made two at a time on two cores ran slower than alone,
 so the estimate is of the board's own way of running, not of an idle machine.
@@ -53,15 +55,30 @@ def measured_runs(roots: Iterable[str | Path]) -> list[MeasuredRun]:
     return out
 
 
+def judge_factor(noise: str, measured: Sequence[MeasuredRun]) -> tuple[float, int]:
+    """(the judge's cost factor of the module docstring, how many agents it rests on)."""
+    ratios = []
+    for agent in sorted({r.agent for r in measured if r.noise == noise}):
+        here = [r.cpu_seconds_per_rollout for r in measured if r.agent == agent and r.noise == noise]
+        elsewhere = [r.cpu_seconds_per_rollout for r in measured if r.agent == agent and r.noise != noise]
+        if elsewhere:
+            ratios.append(float(np.median(here)) / float(np.median(elsewhere)))
+    return (float(np.median(ratios)), len(ratios)) if ratios else (1.0, 0)
+
+
 def estimate(agent: str, noise: str, rollouts: int, measured: Sequence[MeasuredRun]) -> tuple[float, str]:
     """(CPU-seconds, source) of a planned run: the module docstring's nearest recorded runs."""
-    for source, match in (("this agent under this judge", lambda r: r.agent == agent and r.noise == noise),
-                          ("this agent, other judges", lambda r: r.agent == agent),
-                          ("other agents, this judge", lambda r: r.noise == noise),
-                          ("every recorded run", lambda r: True)):
+    factor, agents = judge_factor(noise, measured)
+    for source, match, scaled in (("this agent under this judge", lambda r: r.agent == agent and r.noise == noise, False),
+                                  ("this agent, other judges", lambda r: r.agent == agent, True),
+                                  ("other agents, this judge", lambda r: r.noise == noise, False),
+                                  ("every recorded run", lambda r: True, False)):
         near = [r.cpu_seconds_per_rollout for r in measured if match(r)]
         if near:
-            return float(np.median(near)) * rollouts, f"{source} ({len(near)} runs)"
+            seconds = float(np.median(near)) * rollouts
+            if scaled and agents:
+                return seconds * factor, f"{source} ({len(near)} runs) × {factor:.2f}, this judge's cost factor ({agents} agents)"
+            return seconds, f"{source} ({len(near)} runs)"
     return float("nan"), "no recorded run"
 
 
