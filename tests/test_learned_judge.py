@@ -189,6 +189,8 @@ def test_a_judge_that_reads_the_prompt_answers_from_it_with_a_shared_prefix(read
                                   grader.yes_probabilities(responses, criteria, elsewhere))  # one built not to, does not
     grades = reader.grade_group(task, responses, np.random.default_rng(0))
     assert all(g.valid for g in grades) and reader.card["config"]["reads_prompt"]
+    # a build that reads the prompt is graded packed (SDPA); one that does not, as its recorded runs were (eager)
+    assert (reader.model.config._attn_implementation, grader.model.config._attn_implementation) == ("sdpa", "eager")
     assert {"auroc", "hack_table"} <= set(reader.card) and 0 <= reader.card["auroc"] <= 1
 
 

@@ -7,9 +7,9 @@ Input: ``[<prompt tokens> RESPONSE_MARKER] <response tokens> <|criterion|> <crit
 (the prompt for a build that reads it, ``reads_prompt``); the answer is the next token,
 ``<|yes|>`` or ``<|no|>``, and P(yes) is read from those two logits. A verdict is *sampled* from P(yes)
 (the judge is stochastic), and the score's spread comes from the same probabilities, so the judge's
-confidence is its own. Grading computes every token once: the group's shared start (and prompt) in one
-forward, then one packed row per response holding all its criteria, each masked to see only its own
-question — the same numbers as one forward per question (docs/judges.md has the cost).
+confidence is its own. Grading (``learned_grading.py``) gives the numbers of one forward per question,
+sharing what questions share: a response's tokens across its criteria, and a group's prompt across its
+responses for a build that reads it.
 
 Built by ``python -m setgrpo_bench build-judge [--profile NAME]`` (one thread, fixed seeds; a profile's
 ``build`` names its config), shipped inside the package under the key of the suite, the policy and the
@@ -43,41 +43,27 @@ from ..graders.hacks import hack_table, hack_tasks
 from ..graders.measure import label_measures
 from ..policy import load_policy
 from ..policy.embedded import builtin_names, install_build
-from ..policy.engine import cache_argument
-from ..policy.model import RESPONSE_MARKER
 from ..tasks.model import CATEGORIES, TaskInstance
 from ..tasks.scoring import rubric_score
+from .learned_grading import (
+    ATTENTION,
+    CRITERION,
+    NO,
+    VERDICT,
+    YES,
+    _encode,
+    _left_padded,
+    yes_by_shared_heads,
+    yes_packed,
+)
 from .learned_labels import labelled_pairs, split_held_out
 from .learned_paths import CARD, KEY_FILE, JudgeBuildConfig, build_key, judge_path
-
-CRITERION, VERDICT, YES, NO = "<|criterion|>", "<|verdict|>", "<|yes|>", "<|no|>"
 
 
 def _tokenizer() -> Any:
     tokenizer = load_policy("tiny").tokenizer
     tokenizer.add_special_tokens({"additional_special_tokens": [CRITERION, VERDICT, YES, NO]})
     return tokenizer
-
-
-def _head(tokenizer: Any, response: str, limit: int, prompt: str | None = None, prompt_limit: int = 0) -> list[int]:
-    """The shared part of a question: ``<eos> [prompt RESPONSE_MARKER] response``, each cut to its limit
-    (the prompt only for a judge that reads it, marked off as the policy sees it)."""
-    ids = [tokenizer.eos_token_id]
-    if prompt is not None:
-        ids += tokenizer(prompt, add_special_tokens=False)["input_ids"][:prompt_limit]
-        ids += tokenizer(RESPONSE_MARKER, add_special_tokens=False)["input_ids"]
-    return ids + tokenizer(response, add_special_tokens=False)["input_ids"][:limit]
-
-
-def _tail(tokenizer: Any, criterion: str) -> list[int]:
-    """A question's own part: ``<|criterion|> criterion <|verdict|>``; the answer is the next token."""
-    return ([tokenizer.convert_tokens_to_ids(CRITERION)] + tokenizer(" " + criterion, add_special_tokens=False)["input_ids"]
-            + [tokenizer.convert_tokens_to_ids(VERDICT)])
-
-
-def _encode(tokenizer: Any, response: str, criterion: str, limit: int, prompt: str | None = None,
-            prompt_limit: int = 0) -> list[int]:
-    return _head(tokenizer, response, limit, prompt, prompt_limit) + _tail(tokenizer, criterion)
 
 
 # ---------------------------------------------------------------- build
@@ -233,26 +219,15 @@ class LearnedJudgeGrader:
                   for i in range(0, len(responses), per_block)]
         return np.concatenate(blocks) if blocks else np.zeros((0, len(criteria)))
 
-    @torch.no_grad()
     def _yes_block(self, responses: Sequence[str], criteria: Sequence[str], prompt: str = "") -> np.ndarray:
-        """P(yes) of one block, each token computed once: one forward over the shared start (``<eos>``
-        and, for a judge that reads it, the prompt), then one over a packed row per response —
-        ``response criterion₁ … criterion_J`` — where each criterion attends to the start, the response
-        and itself only (``_packed_mask``), so that every question sees exactly its own input."""
-        tok, J = self.tokenizer, len(criteria)
-        start = _head(tok, "", 0, prompt if self.reads_prompt else None, self.prompt_limit)
-        bodies = [tok(r, add_special_tokens=False)["input_ids"][: self.limit] for r in responses]
-        tails = [_tail(tok, c) for c in criteria]
-        argument = cache_argument(self.model)
-        cache = self.model(input_ids=torch.tensor([start]), attention_mask=torch.ones(1, len(start), dtype=torch.long),
-                           use_cache=True, logits_to_keep=1)[argument]
-        cache.batch_repeat_interleave(len(bodies))
-        ids, segments, positions, ends = _packed_rows(bodies, tails, len(start), tok.pad_token_id)
-        hidden = self.model.transformer(input_ids=ids, attention_mask=_packed_mask(segments, len(start)),
-                                        position_ids=positions, use_cache=True, **{argument: cache}).last_hidden_state
-        last = hidden[torch.arange(len(bodies)).repeat_interleave(J), ends.flatten()]
-        pair = self.model.lm_head(last)[:, list(self.answers)].float() / self.temperature
-        return torch.softmax(pair, dim=-1)[:, 0].reshape(len(bodies), J).numpy().astype(float)
+        """P(yes) of one block (``learned_grading.py``): packed for a build that reads the prompt; by shared
+        heads for one that does not, the way its recorded runs were graded, so that they re-execute bit
+        for bit."""
+        if self.reads_prompt:
+            return yes_packed(self.model, self.tokenizer, self.answers, responses, criteria, limit=self.limit,
+                              prompt=prompt, prompt_limit=self.prompt_limit, temperature=self.temperature)
+        return yes_by_shared_heads(self.model, self.tokenizer, self.answers, responses, criteria, limit=self.limit,
+                                   temperature=self.temperature)
 
     def grade(self, task: TaskInstance, response: str, rng: np.random.Generator) -> Grade:
         return self.grade_group(task, [response], rng)[0]
@@ -286,49 +261,8 @@ class LearnedJudgeGrader:
 @lru_cache(maxsize=4)
 def _load_judge(path: Path) -> tuple[GPT2LMHeadModel, Any, dict[str, Any]]:
     """The judge's model, tokenizer and card, loaded once per process: every benchmark's env grades with
-    the same (read-only) model. SDPA's fused kernel takes the packed rows' 4D mask: grading a step's batch took
-    1.37 s with it against 1.85 s with eager attention (measured side by side, one thread)."""
-    model = GPT2LMHeadModel.from_pretrained(path, attn_implementation="sdpa").eval()
-    return model, AutoTokenizer.from_pretrained(path), json.loads((path / CARD).read_text(encoding="utf-8"))
-
-
-def _left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):], mask[i, width - len(r):] = torch.tensor(r), 1
-    return ids, mask
-
-
-def _packed_rows(bodies: list[list[int]], tails: list[list[int]], offset: int,
-                 pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One right-padded row per response, ``body tail₁ … tail_J``: its ids, each token's segment (0 the
-    body, j the j-th tail, −1 padding), its position as in the unpacked question (a tail continues the
-    body, from ``offset``, the shared start's length), and where each tail ends (G, J)."""
-    width = max(len(b) for b in bodies) + sum(len(t) for t in tails)
-    shape = (len(bodies), width)
-    ids, segments = torch.full(shape, pad, dtype=torch.long), torch.full(shape, -1, dtype=torch.long)
-    positions, ends = torch.zeros(shape, dtype=torch.long), torch.zeros((len(bodies), len(tails)), dtype=torch.long)
-    for r, body in enumerate(bodies):
-        ids[r, : len(body)], segments[r, : len(body)] = torch.tensor(body, dtype=torch.long), 0
-        positions[r, : len(body)] = torch.arange(offset, offset + len(body))
-        at = len(body)
-        for j, tail in enumerate(tails):
-            ids[r, at : at + len(tail)], segments[r, at : at + len(tail)] = torch.tensor(tail), j + 1
-            positions[r, at : at + len(tail)] = torch.arange(offset + len(body), offset + len(body) + len(tail))
-            at += len(tail)
-            ends[r, j] = at - 1
-    return ids, segments, positions, ends
-
-
-def _packed_mask(segments: torch.Tensor, offset: int) -> torch.Tensor:
-    """The 4D attention mask (True: may attend) of packed rows behind a shared start of ``offset`` tokens: every
-    token sees the start; a body token sees the body up to itself; a tail token sees the body and its
-    own tail up to itself; padding sees only the start."""
-    width = segments.shape[1]
-    query, key = segments[:, :, None], segments[:, None, :]
-    causal = torch.ones(width, width, dtype=torch.bool).tril()
-    seen = causal & (key >= 0) & (query >= 0) & ((key == 0) | (key == query))
-    allowed = torch.cat([torch.ones(*seen.shape[:2], offset, dtype=torch.bool), seen], dim=2)
-    return allowed[:, None]
+    the same (read-only) model, in the attention its grading was measured with (``ATTENTION``)."""
+    card = json.loads((path / CARD).read_text(encoding="utf-8"))
+    reads_prompt = bool(card["config"].get("reads_prompt", False))
+    model = GPT2LMHeadModel.from_pretrained(path, attn_implementation=ATTENTION[reads_prompt]).eval()
+    return model, AutoTokenizer.from_pretrained(path), card
