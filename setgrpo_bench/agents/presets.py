@@ -17,7 +17,7 @@ from ..errors import ConfigError, SpecError, UnknownNameError
 from ..tasks.yamlio import line_of, load_yaml
 from .config import FIELDS, TrainConfig
 from .fields import allowed_values
-from .protocol import load_protocol
+from .protocol import Protocol, load_protocol
 
 
 def coerce(name: str, value: Any, source: str = "override") -> Any:
@@ -51,6 +51,11 @@ def preset_paths() -> dict[str, Path]:
                 continue
         paths[path.stem] = path
     return paths
+
+
+def board_presets(protocol: Protocol) -> list[str]:
+    """The presets a complete board under ``protocol`` holds: its list, else every preset of the catalog."""
+    return list(protocol.presets) or sorted(preset_paths())
 
 
 def catalog_presets(name: str) -> list[Path]:

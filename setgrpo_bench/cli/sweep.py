@@ -60,27 +60,30 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _board_cells(protocol: Protocol | None) -> list[tuple[str, str, int]]:
     """``--agents board``: every cell of the protocol's complete board (``Protocol.cells``)."""
-    from ..agents.presets import preset_paths
+    from ..agents.presets import board_presets
     from ..errors import ConfigError
 
     if protocol is None:
         raise ConfigError("agents", "board", "a protocol's complete board, named with --protocol", "Add --protocol NAME.")
-    return protocol.cells(list(protocol.presets) or sorted(preset_paths()))
+    return protocol.cells(board_presets(protocol))
 
 
 def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: dict, args: argparse.Namespace,
              cells: list[tuple[str, str, int]]) -> int:
     """The sweep's price (``harness/price.py``): a row per (agent, judge), its total, and the wall time at
     ``--jobs`` runs at once."""
+    from collections import Counter
+
     from rich.table import Table
 
     from ..agents.presets import resolve_config
     from ..harness.price import measured_runs, price
     from ..harness.sweep import plan
 
-    plan(agents, noises, seeds, Path(args.out), overrides, cells)  # every agent, judge and override validated
+    specs = plan(agents, noises, seeds, Path(args.out), overrides, cells)  # every agent, judge and override validated
+    runs = Counter((spec.agent, spec.noise) for spec in specs)
     cells = [(agent, noise, k, resolve_config(agent, {**overrides, "noise": noise, "seed": 0}).to_dict())
-             for agent, noise, k in cells or [(a, n, len(seeds)) for n in noises for a in agents]]
+             for (agent, noise), k in runs.items()]
     roots = args.timings or [p for p in ("leaderboard",) if Path(p).is_dir()]
     measured = measured_runs(roots)
     rows = price(cells, measured)

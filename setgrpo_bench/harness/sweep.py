@@ -72,14 +72,15 @@ def plan(agents: Sequence[str], noises: Sequence[str], seeds: Sequence[int], roo
     """The runs of a sweep — every agent under every profile at ``seeds``, or, given ``cells`` (agent,
     profile, k: a board's, ``Protocol.cells``), each cell at seeds 0 … k − 1; every agent, profile and
     override is validated before anything starts."""
-    cells = cells or [(agent, noise, -1) for noise in noises for agent in agents]
+    runs = ([(agent, noise, range(k)) for agent, noise, k in cells] if cells
+            else [(agent, noise, seeds) for noise in noises for agent in agents])
     known = preset_paths()
-    for agent, noise, k in cells:
+    for agent, noise, cell_seeds in runs:
         if agent not in known:
             raise UnknownNameError("agent", agent, known)
-        resolve_config(agent, {**overrides, "noise": noise, "seed": 0 if k > 0 else seeds[0]})
+        resolve_config(agent, {**overrides, "noise": noise, "seed": cell_seeds[0]})
     return [RunSpec(agent, noise, seed, root / noise / agent / f"seed{seed}")
-            for agent, noise, k in cells for seed in (range(k) if k > 0 else seeds)]
+            for agent, noise, cell_seeds in runs for seed in cell_seeds]
 
 
 def settings_changed(spec: RunSpec, overrides: Mapping[str, Any]) -> dict[str, list[Any]]:

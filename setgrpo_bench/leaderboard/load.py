@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..agents.presets import preset_paths
+from ..agents.presets import board_presets
 from ..agents.protocol import Protocol, load_protocol
 from ..errors import SetgrpoBenchError
 from .audit import NOT_REPRODUCED, failure, latest_audit, runs_key
@@ -90,4 +90,4 @@ def still_to_run(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> list
         protocol = load_protocol(ids.pop())
     except SetgrpoBenchError:
         return []
-    return missing_cells(frame, list(protocol.presets) or sorted(preset_paths()), protocol)
+    return missing_cells(frame, board_presets(protocol), protocol)
