@@ -39,7 +39,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _judges_measure(args: argparse.Namespace) -> int:
-    from ..harness.judges import measure_judges
+    from ..harness.judges import flat_measures, measure_judges
     from ..harness.rundir import write_json
 
     config = config_from(args)
@@ -57,7 +57,7 @@ def _judges_measure(args: argparse.Namespace) -> int:
         table.add_column(label, justify="right")
     table.add_column("best hack / perfect", justify="right")
     for name, row in result["profiles"].items():
-        row = {**row, **{f"label_{k}": v for k, v in row.get("labels", {}).items()}}
+        row = flat_measures(row)
         table.add_row(name, *("—" if k not in row else f"{row[k]:+.3f}" if k == "length_effect" else f"{row[k]:.3f}"
                               for k in columns), _hacks(row))
     Console(soft_wrap=False).print(table)

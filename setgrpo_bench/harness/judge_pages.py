@@ -19,6 +19,7 @@ from typing import Any
 from ..catalog import catalog_files
 from ..graders.judge_profiles import judge_profile
 from ..tasks.yamlio import load_yaml
+from .judges import flat_measures
 
 MEASURES = {"error_rms": "error RMS", "verdict_error": "verdicts wrong", "confidence_auroc": "confidence AUROC",
             "true_spearman": "Spearman(judge, true)", "label_accuracy": "P(yes) accuracy", "label_ece": "ECE",
@@ -44,10 +45,11 @@ def judge_page(name: str, measured: Sequence[Mapping[str, Any]]) -> str:
              f"Profile (`graders/{path.name}`):", "", "```yaml", fields, "```", ""]
     rows = [(samples_label(m), m["profiles"][name]) for m in measured if name in m["profiles"]]
     if rows:
-        keys = [k for k in MEASURES if any(k in _flat(row) for _, row in rows)]
+        flat = [(label, flat_measures(row)) for label, row in rows]
+        keys = [k for k in MEASURES if any(k in row for _, row in flat)]
         lines += ["## Measured", "", "`python -m setgrpo_bench judges measure` (see the judges overview for each column):", "",
                   "| samples | " + " | ".join(MEASURES[k] for k in keys) + " |", "| --- |" + " --- |" * len(keys)]
-        lines += [f"| {label} | " + " | ".join(_number(_flat(row).get(k), k) for k in keys) + " |" for label, row in rows]
+        lines += [f"| {label} | " + " | ".join(_number(row.get(k), k) for k in keys) + " |" for label, row in flat]
         lines += [""]
         lines += _hack_lines(rows[0])
     card = _card(name)
@@ -76,10 +78,6 @@ def _profile_file(name: str) -> Path:
             return path
     judge_profile(name)  # an unknown name: the error lists the known ones
     raise FileNotFoundError(f"judge profile {name!r} has no YAML file in the catalog")
-
-
-def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {**row, **{f"label_{k}": v for k, v in row.get("labels", {}).items()}}
 
 
 def _number(value: Any, key: str) -> str:

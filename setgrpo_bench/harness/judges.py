@@ -26,7 +26,7 @@ beside a perfect answer's, on the first dev instances of each benchmark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -104,6 +104,12 @@ def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed
             "bias_share": float(bias["strength"] * np.mean(features) / (1 + bias["strength"]) / scores[:, 0].mean())}
            if bias else {}),
     }
+
+
+def flat_measures(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A profile's measurements with its ``labels`` alongside the others, as ``label_accuracy`` and so on
+    (one column each in a table)."""
+    return {**row, **{f"label_{k}": v for k, v in row.get("labels", {}).items()}}
 
 
 def _scores(grader: Any, task: Any, texts: list[str], rng: np.random.Generator) -> np.ndarray:
