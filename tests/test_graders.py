@@ -330,7 +330,7 @@ def test_a_hard_call_shows_in_the_spread_of_its_score():
     from setgrpo_bench.agents import resolve_config
     from setgrpo_bench.harness.judges import sample_responses
 
-    samples = sample_responses(resolve_config("grpo"), 160, 8, "tiny")
+    samples = sample_responses(resolve_config("grpo"), 160, 8, ["tiny"])
 
     def spearman(profile):
         grader, rng, spread, error = RubricGrader(profile), np.random.default_rng(9), [], []

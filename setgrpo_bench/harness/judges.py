@@ -46,20 +46,24 @@ from .seeds import generator, name_key, torch_seed
 from .suite import make_envs
 
 
-def sample_responses(config: TrainConfig, prompts: int, group_size: int, policy_name: str) -> list[tuple[Any, list[str]]]:
-    """(task, G responses of ``policy_name``) for ``prompts`` train-split tasks drawn from the suite's mixture."""
+def sample_responses(config: TrainConfig, prompts: int, group_size: int,
+                     policies: Sequence[str]) -> list[tuple[Any, list[str]]]:
+    """(task, G responses) for ``prompts`` train-split tasks drawn from the suite's mixture, for each of
+    ``policies`` in turn: every policy answers the same tasks from the same sampling seed."""
     envs = make_envs(config)
-    policy = load_policy(policy_name, config.rollout.device)
-    engine = make_engine(config, policy)
     rng = generator(config.run.seed, "judges", 0)
     tasks = []
     for _ in range(prompts):
         bench = envs[int(rng.integers(len(envs)))].benchmark
         tasks.append(bench.instance("train", int(rng.integers(bench.size("train")))))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(torch_seed(config.run.seed, "judges"))
-        texts = engine.generate([t.prompt_text for t in tasks for _ in range(group_size)]).texts
-    return [(t, texts[i * group_size : (i + 1) * group_size]) for i, t in enumerate(tasks)]
+    samples = []
+    for name in policies:
+        engine = make_engine(config, load_policy(name, config.rollout.device))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(torch_seed(config.run.seed, "judges"))
+            texts = engine.generate([t.prompt_text for t in tasks for _ in range(group_size)]).texts
+        samples += [(t, texts[i * group_size : (i + 1) * group_size]) for i, t in enumerate(tasks)]
+    return samples
 
 
 def measure_profile(name: str, samples: Sequence[tuple[Any, list[str]]], *, seed: int,
@@ -122,7 +126,7 @@ def measure_judges(config: TrainConfig, *, profiles: Sequence[str] | None = None
     """Every profile (default: all noise profiles of the catalog) measured on the same responses: those of
     ``config.rollout.policy``, or pooled over its comma-separated policies, ``prompts`` each (the same
     prompts: e.g. the final policies of runs trained against one judge)."""
-    samples = [s for name in config.rollout.policy.split(",") for s in sample_responses(config, prompts, group_size, name)]
+    samples = sample_responses(config, prompts, group_size, config.rollout.policy.split(","))
     names = list(profiles or judge_profile_names())
     hacks = hack_tasks([env.benchmark.name for env in make_envs(config)], seed=config.run.seed)
     return {"policy": config.rollout.policy, "seed": config.run.seed, "prompts": prompts, "group_size": group_size,
