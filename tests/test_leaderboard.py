@@ -432,15 +432,17 @@ def test_board_v2_completeness_comes_from_its_protocol_file():
 
 
 def test_board_v3_cells_carry_per_judge_seeds_and_cells_outside_the_rule(tmp_path, capsys):
-    """5 seeds per cell, 10 under the learned judges; the shared-reference presets only under the biased
-    judges (never under a main one); ``sweep --agents board`` plans exactly these runs, seeds 0 … k − 1."""
+    """5 seeds per cell, 10 under the learned judges; the oracle once; no preset outside the core (the cut the
+    protocol states); the shared-reference presets only under the biased judges (never under a main one);
+    ``sweep --agents board`` plans exactly these runs, seeds 0 … k − 1."""
     from setgrpo_bench.harness.sweep import plan
 
     protocol = load_protocol("board-v3")
     cells = protocol.cells(list(protocol.presets))
     seeds = {(a, n): k for a, n, k in cells}
-    assert seeds[("grpo", "learned-prompt")] == seeds[("grpo", "learned")] == 10 and seeds[("grpo", "clean")] == 5
-    assert seeds[("qae", "learned-prompt")] == 10 and seeds[("qae", "realistic")] == 5 and ("qae", "clean") not in seeds
+    assert seeds[("grpo", "learned-prompt")] == seeds[("grpo", "learned")] == 10 and seeds[("grpo", "verbose")] == 5
+    assert seeds[("grpo_oracle", "realistic")] == 5 and sum(a == "grpo_oracle" for a, _, _ in cells) == 1
+    assert not {a for a, _, _ in cells} - {*protocol.core, *protocol.once, "setgrpo-shared-reference", "grpo_stop-shared-reference"}
     shared = sorted(n for a, n, _ in cells if a == "setgrpo-shared-reference")
     assert shared == ["biased-closing", "biased-format", "biased-lexical"] and seeds[("grpo_stop-shared-reference", "biased-format")] == 5
     assert min(seeds.values()) >= 5 and set(protocol.presets) <= set(preset_paths())
