@@ -13,7 +13,8 @@ from setgrpo_bench.harness.rundir import read_json, read_metrics
 from setgrpo_bench.leaderboard.provenance import entry_problems, preset_problems, run_problems
 from setgrpo_bench.leaderboard.verify import entry_differences, rebuild_entry, verify_entry
 
-SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard"
+SHIPPED = Path(__file__).resolve().parents[1] / "leaderboard" / "v2"  # board v2: archived, complete
+V1 = SHIPPED.parent / "v1"
 GRPO, SETGRPO = "grpo-clean-b07f9613", "setgrpo-clean-b07f9613"
 
 
@@ -74,8 +75,8 @@ def test_an_entry_is_rebuilt_under_its_own_name_and_schema(tmp_path):
     shutil.copytree(SHIPPED / "runs" / GRPO, tmp_path / "renamed")
     entry = {**_entry(GRPO), "name": "renamed"}
     assert verify_entry(entry, tmp_path) == [] and rebuild_entry(entry, tmp_path)["name"] == "renamed"
-    old = _entry(GRPO, SHIPPED / "v1")  # schema 2
-    shutil.copytree(SHIPPED / "v1" / "runs" / GRPO, tmp_path / "v1" / GRPO)
+    old = _entry(GRPO, V1)  # schema 2
+    shutil.copytree(V1 / "runs" / GRPO, tmp_path / "v1" / GRPO)
     assert old["schema_version"] == 2 and verify_entry(old, tmp_path / "v1") == []
     from setgrpo_bench.harness.rundir import finite_json
     from setgrpo_bench.leaderboard.submission import make_submission
@@ -251,7 +252,7 @@ def test_the_judge_calls_of_runs_made_before_audits_were_counted_apart_are_its_g
 
 def test_an_honest_entry_has_no_problem_on_either_schema():
     assert entry_problems(_entry(SETGRPO)) == []
-    assert entry_problems(_entry("grpo-clean-b07f9613", SHIPPED / "v1")) == []  # schema 2: no per-seed scores
+    assert entry_problems(_entry("grpo-clean-b07f9613", V1)) == []  # schema 2: no per-seed scores
 
 
 def _edited(change, board: Path = SHIPPED) -> list[str]:
@@ -309,7 +310,7 @@ def test_an_entry_of_one_seed_is_refused_and_a_ci_may_touch_its_estimate():
 
 
 def test_an_old_schema_entry_checks_its_macro_se_from_the_benchmarks_ses():
-    problems = _edited(lambda e: e["macro"].update(true_score_se=0.5), SHIPPED / "v1")
+    problems = _edited(lambda e: e["macro"].update(true_score_se=0.5), V1)
     assert problems == ["macro.true_score_se is not √(Σ se²)/K of the per-benchmark standard errors"]
 
 

@@ -33,7 +33,7 @@ from setgrpo_bench.leaderboard.aggregate import (
     mean_se,
     seed_level_se,
 )
-from setgrpo_bench.leaderboard.board import markdown, missing_cells
+from setgrpo_bench.leaderboard.board import board_frame, markdown, missing_cells
 
 SMALL = {**SMALL_RUN, "steps": 2}
 
@@ -289,26 +289,56 @@ def test_shipped_v1_board_is_archived_valid_complete_and_up_to_date(tmp_path):
     assert (copy / "README.md").read_text(encoding="utf-8") == (board / "README.md").read_text(encoding="utf-8")
 
 
-def test_shipped_live_board_is_complete_valid_and_up_to_date(tmp_path):
-    """The live board: every cell the board-v2 file asks for, every entry accepted on the current suite and
-    made under board-v2, its README what ``leaderboard build`` writes, with a link to each archived board."""
+def test_shipped_v2_board_is_archived_valid_complete_and_up_to_date(tmp_path):
+    """Board v2, archived: every cell the board-v2 file asks for, every entry made under board-v2 and rebuilt
+    from its runs in leaderboard/v2/runs, its README what ``leaderboard build`` writes."""
+    board = SHIPPED / "v2"
+    frame, rejected, copy = _built_here(board, tmp_path)
+    assert rejected == []
+    submissions, _ = load_board(copy, runs=board / "runs")
+    protocol = load_protocol("board-v2")
+    assert {s["protocol"]["id"] for s in submissions} == {protocol.id} and all(s["verified"] for s in submissions)
+    assert set(protocol.presets) <= set(preset_paths()) and missing_cells(frame, list(protocol.presets), protocol) == []
+    built = (copy / "README.md").read_text(encoding="utf-8")
+    assert built == (board / "README.md").read_text(encoding="utf-8") and "Not yet" not in built
+
+
+def test_shipped_live_board_is_valid_up_to_date_and_names_the_cells_it_lacks(tmp_path):
+    """The live board: every entry accepted on the current suite and made under board-v3, its README what
+    ``leaderboard build`` writes, with a link to each archived board and the protocol's missing cells."""
     frame, rejected, copy = _built_here(SHIPPED, tmp_path)
     assert rejected == []
     submissions, _ = load_board(copy, runs=SHIPPED / "runs")
-    assert {s["protocol"]["id"] for s in submissions} <= {load_protocol("board-v2").id}
+    protocol = load_protocol("board-v3")
+    assert {s["protocol"]["id"] for s in submissions} == {protocol.id} and all(s["verified"] for s in submissions)
     built = (copy / "README.md").read_text(encoding="utf-8")
-    assert "[v1](v1/README.md)" in built
+    assert "[v1](v1/README.md), [v2](v2/README.md)" in built
     assert built == (SHIPPED / "README.md").read_text(encoding="utf-8")
-    protocol = load_protocol("board-v2")
-    assert set(protocol.presets) <= set(preset_paths()) and missing_cells(frame, list(protocol.presets), protocol) == []
-    assert "Not yet" not in built
+    missing = missing_cells(frame, list(protocol.presets), protocol)
+    assert (f"Not yet on the board ({len(missing)} cells): " + "; ".join(missing) + ".") in built if missing else "Not yet" not in built
     # a board that lacks cells names them after its protocol
     lacking = ["qae under learned: 2 of 3 seeds", "rgra under learned: 0 of 3 seeds"]
     page = markdown(frame, [], submissions, missing=lacking)
     assert "Not yet on the board (2 cells): qae under learned: 2 of 3 seeds; rgra under learned: 0 of 3 seeds." in page
 
 
-@pytest.mark.parametrize("board", [SHIPPED, SHIPPED / "v1"], ids=["live", "v1"])
+@pytest.mark.xfail(strict=True, reason="board v3 is being run (sweep --protocol board-v3 --agents board); "
+                   "this mark goes when its last cell is published")
+def test_shipped_live_board_is_complete():
+    """Every cell of board-v3 on the live board, at its seeds."""
+    protocol = load_protocol("board-v3")
+    submissions, _ = load_board(SHIPPED)
+    assert missing_cells(board_frame([s for s in submissions if s["verified"]]), list(protocol.presets), protocol) == []
+
+
+def test_a_board_without_the_baseline_says_so_instead_of_verdicts():
+    from setgrpo_bench.leaderboard.pages import no_verdicts
+
+    assert no_verdicts(pd.DataFrame({"agent": ["dapo"]})) == "No verdicts against the baseline yet: grpo is not on the board."
+    assert "seeds' means only" in no_verdicts(pd.DataFrame({"agent": ["dapo", "grpo"]}))
+
+
+@pytest.mark.parametrize("board", [SHIPPED, SHIPPED / "v1", SHIPPED / "v2"], ids=["live", "v1", "v2"])
 def test_every_shipped_entry_is_rebuilt_from_its_runs(board):
     """Each entry of a shipped board equals what ``publish`` makes today from its runs in
     ``<board>/runs`` (publish-time fields aside): every aggregate on the board is reproduced."""

@@ -167,7 +167,7 @@ def test_the_drift_command_reproduces_the_learned_judges_aging_certificate(capsy
     """Board v2's SetGRPO under the learned judge (5 seeds): 0.132 → 0.393 by block, above α in blocks 3–4."""
     from setgrpo_bench.cli import main
 
-    runs = Path(__file__).resolve().parents[1] / "leaderboard" / "runs" / "setgrpo-learned-31a71f08"
+    runs = Path(__file__).resolve().parents[1] / "leaderboard" / "v2" / "runs" / "setgrpo-learned-31a71f08"
     assert main(["drift", str(runs)]) == 0  # the seeds found below it, kept compressed as a board keeps them
     out = capsys.readouterr().out
     assert "0.132 [0.082, 0.196]" in out and "0.330 [0.242, 0.428]" in out and out.count("above α") == 2

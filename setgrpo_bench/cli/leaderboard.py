@@ -34,7 +34,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     publish.add_argument("--board", default="leaderboard", help="board folder (holds results/)")
     publish.add_argument("--command", help="the command that produced the runs, recorded on the board")
     publish.add_argument("--replace", action="store_true", help="replace the submission of the same name (e.g. more seeds)")
-    publish.add_argument("--protocol", default="board-v2",
+    publish.add_argument("--protocol", default="board-v3",
                          help="the board's protocol: runs made under another one are refused ('' accepts any)")
     publish.set_defaults(func=_publish)
 

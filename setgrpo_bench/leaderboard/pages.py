@@ -33,8 +33,13 @@ from .verdicts import (
     verdicts,
 )
 
-NO_VERDICTS = ("No verdicts against the baseline: they need each seed's macro score under the same judge as the "
-               "baseline's, which these entries do not hold (an archived board kept its seeds' means only).")
+
+def no_verdicts(frame: pd.DataFrame) -> str:
+    """Why a board shows no verdict: no baseline to compare with yet, or entries without their seeds' scores."""
+    if BASELINE not in set(frame["agent"]):
+        return f"No verdicts against the baseline yet: {BASELINE} is not on the board."
+    return ("No verdicts against the baseline: they need each seed's macro score under the same judge as the "
+            "baseline's, which these entries do not hold (an archived board kept its seeds' means only).")
 
 
 def _markdown_table(shown: pd.DataFrame) -> list[str]:
@@ -66,7 +71,7 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
                       *_markdown_table(verdict_display(table)), "", "Equal seed variances under each judge:", "",
                       *_markdown_table(checks_display(checks)), ""]
         else:
-            lines += [NO_VERDICTS, ""]
+            lines += [no_verdicts(frame), ""]
         for profile in profiles:
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(judge_table(frame[frame["noise"] == profile])), ""]
         if not (drift := drift_frame(submissions)).empty:
@@ -115,7 +120,7 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
                         + "<p>Equal seed variances under each judge:</p>"
                         + checks_display(checks).to_html(index=False, escape=True, classes="board", border=0))
         else:
-            body.append(f"<p>{html.escape(NO_VERDICTS)}</p>")
+            body.append(f"<p>{html.escape(no_verdicts(frame))}</p>")
         if "robustness" in figures:
             body.append(figure("robustness"))
         profiles = sorted(set(frame["noise"]), key=noise_order)

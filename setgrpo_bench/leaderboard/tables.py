@@ -178,13 +178,18 @@ def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
             out.append(f"{pid} (its file is not in this checkout)")
             continue
         settings = ", ".join(f"{k} {v}" for k, v in protocol.settings.items())
+        outside = {*protocol.core, *protocol.once, *(a for agents, _ in protocol.extra for a in agents)}
+        others = protocol.core and (not protocol.presets or set(protocol.presets) - outside)
         cells = [f"core agents ({', '.join(protocol.core)}) under every profile" if protocol.core else "",
                  f"the other presets under the main profiles with {protocol.preset_seeds or protocol.seeds} seeds"
-                 if protocol.core else "",
+                 if others else "",
                  f"once, under {protocol.mains[0]} only (their policy does not depend on the judge): {', '.join(protocol.once)}"
-                 if protocol.once else ""]
+                 if protocol.once else "",
+                 *(f"{', '.join(agents)} under {', '.join(profiles)} only" for agents, profiles in protocol.extra)]
+        exceptions = ("; instead " + ", ".join(f"{k} seeds under {n}" for n, k in protocol.judge_seeds.items())
+                      if protocol.judge_seeds else "")
         out.append(f"{pid}: {settings}; judge profiles {', '.join(protocol.noise)}; main {', '.join(protocol.mains)} "
-                   f"({protocol.seeds} seeds), others {protocol.other_seeds} seeds"
+                   f"({protocol.seeds} seeds), others {protocol.other_seeds} seeds{exceptions}"
                    + "".join(f"; {c}" for c in cells if c) + f" — {protocol.description}")
     return out
 
