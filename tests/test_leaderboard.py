@@ -483,6 +483,26 @@ def test_board_v3_cells_carry_per_judge_seeds_and_cells_outside_the_rule(tmp_pat
     assert main(["sweep", "--agents", "board", "--dry-run"]) == 2 and "--protocol" in capsys.readouterr().out
 
 
+def test_a_board_fills_with_the_cells_its_sweep_finished_whole(tmp_path, capsys):
+    """``publish SWEEP --ready``: a cell of the protocol's board goes when every seed 0 … k − 1 has finished
+    and the board lacks it, and only then; a finished run outside the board's cells is not a cell."""
+    from setgrpo_bench.leaderboard.publishing import ready_cells
+
+    protocol, sweep, board = load_protocol("board-v3"), tmp_path / "sweep", tmp_path / "board"
+    for agent, noise, seeds in [("grpo", "realistic", 5), ("grpo_kl", "realistic", 4), ("dapo", "realistic", 5),
+                                ("grpo", "learned-prompt", 5), ("qae", "realistic", 5)]:
+        for seed in range(seeds):
+            (sweep / noise / agent / f"seed{seed}").mkdir(parents=True)
+            (sweep / noise / agent / f"seed{seed}" / "eval.json").write_text("{}")
+    (sweep / "realistic" / "grpo_kl" / "seed4").mkdir()  # started, not finished
+    (board / "results").mkdir(parents=True)
+    (board / "results" / "dapo.json").write_text(json.dumps({"agent": "dapo", "suite": {"noise": "realistic"}}))
+    ready = ready_cells(sweep, board, protocol)
+    assert ready == [[sweep / "realistic" / "grpo" / f"seed{k}" for k in range(5)]]  # 5 of learned-prompt's 10 seeds: not yet
+    assert main(["publish", str(sweep), "--ready", "--protocol", ""]) == 2
+    assert "one sweep folder, a --protocol" in capsys.readouterr().out
+
+
 def test_the_page_carries_columns_protocol_and_provenance(runs, tmp_path):
     board = tmp_path / "board"
     publish([runs], board, command="pytest publish")

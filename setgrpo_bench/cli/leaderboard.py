@@ -36,6 +36,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     publish.add_argument("--replace", action="store_true", help="replace the submission of the same name (e.g. more seeds)")
     publish.add_argument("--protocol", default="board-v3",
                          help="the board's protocol: runs made under another one are refused ('' accepts any)")
+    publish.add_argument("--ready", action="store_true",
+                         help="RUNS is one `sweep --agents board` folder: publish each cell of --protocol's board whose "
+                              "seeds have all finished and that the board lacks (one entry per cell)")
     publish.set_defaults(func=_publish)
 
 
@@ -104,13 +107,23 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from ..agents.protocol import load_protocol
+    from ..errors import ConfigError
     from ..leaderboard import publish
+    from ..leaderboard.publishing import ready_cells
 
     command = "python -m setgrpo_bench publish " + " ".join(args.runs)
-    from ..agents.protocol import load_protocol
-
-    protocol = load_protocol(args.protocol).id if args.protocol else None
-    for path in publish(args.runs, args.board, name=args.name, command=args.command or command, replace=args.replace,
-                        protocol=protocol):
-        console.print(f"published {path}")
+    protocol = load_protocol(args.protocol) if args.protocol else None
+    batches = [args.runs]
+    if args.ready:
+        if protocol is None or len(args.runs) != 1 or args.name:
+            raise ConfigError("ready", True, "one sweep folder, a --protocol and no --name",
+                              "Give `publish SWEEP_FOLDER --ready --protocol NAME`.")
+        batches = ready_cells(args.runs[0], args.board, protocol)
+        command = f"python -m setgrpo_bench sweep --protocol {protocol.name} --agents board --jobs 2 --out {args.runs[0]}"
+        console.print(f"{len(batches)} cells of {protocol.id} ready in {args.runs[0]}")
+    for runs in batches:
+        for path in publish(runs, args.board, name=args.name, command=args.command or command, replace=args.replace,
+                            protocol=protocol.id if protocol else None):
+            console.print(f"published {path}")
     return 0

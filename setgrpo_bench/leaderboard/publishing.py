@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..agents.presets import board_presets
+from ..agents.protocol import Protocol
 from ..harness.rundir import copy_records, manifest_problems, read_json, write_json
 from .board import build_board
 from .layout import ARCHIVED, RESULTS, RUNS, archive_note
@@ -60,6 +62,20 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
         written.append(target)
     build_board(board)
     return written
+
+
+def ready_cells(sweep_root: str | Path, board: str | Path, protocol: Protocol) -> list[list[Path]]:
+    """The cells of ``protocol``'s complete board that a sweep (``sweep --agents board``, folders
+    ``<sweep_root>/<judge>/<agent>/seed<k>/``) has finished at every seed and the board does not hold yet:
+    each cell's run folders, seeds 0 … k − 1, ready to ``publish``. A board filled this way while its
+    sweep runs takes each cell once, whole."""
+    held = {(e.get("agent"), e.get("suite", {}).get("noise")) for _, e in _existing(Path(board) / RESULTS)}
+    ready = []
+    for agent, noise, k in protocol.cells(board_presets(protocol)):
+        folders = [Path(sweep_root) / noise / agent / f"seed{seed}" for seed in range(k)]
+        if (agent, noise) not in held and all((f / "eval.json").is_file() for f in folders):
+            ready.append(folders)
+    return ready
 
 
 def _by_agent(folders: list[Path]) -> dict[str, list[Path]]:
