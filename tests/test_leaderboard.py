@@ -445,6 +445,12 @@ def test_a_bad_protocol_file_names_every_problem_at_its_line(tmp_path, monkeypat
                                                      + "judge_seeds: {harsh: 4}\n")
     with pytest.raises(SpecError, match=r"bad.yaml:8: judge_seeds/extra: expected judge profiles of the board"):
         load_protocol("bad")
+    good = text.replace("steps: 0", "steps: 3").replace("main: harsh", "main: realistic").replace("core: []", "core: [grpo, setgrpo]")
+    (tmp_path / "protocols" / "bad.yaml").write_text(good + "controls: {setgrpo: [grpo_stop]}\n")
+    with pytest.raises(SpecError, match=r"bad.yaml:8: controls: expected core agents \['grpo', 'setgrpo'\], got \['grpo_stop'\]"):
+        load_protocol("bad")
+    (tmp_path / "protocols" / "bad.yaml").write_text(good + "controls: {setgrpo: [grpo]}\n")
+    assert load_protocol("bad").controls == {"setgrpo": ("grpo",)}
 
 
 def test_board_v2_completeness_comes_from_its_protocol_file():

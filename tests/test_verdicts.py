@@ -16,6 +16,7 @@ from setgrpo_bench.leaderboard.verdicts import (
     homogeneity,
     judge_tests,
     verdict_display,
+    verdict_heading,
     verdicts,
 )
 
@@ -154,7 +155,7 @@ def test_welch_reports_its_satterthwaite_degrees_of_freedom():
 
 
 def test_the_page_shows_each_verdict_and_check_as_written():
-    table = pd.DataFrame([{"judge": "clean", "agent": "a", "n": 5, "n_baseline": 3, "diff": 0.0123, "ci_low": -0.004,
+    table = pd.DataFrame([{"judge": "clean", "agent": "a", "against": "grpo", "n": 5, "n_baseline": 3, "diff": 0.0123, "ci_low": -0.004,
                            "ci_high": 0.0286, "p": 0.0412, "p_adjusted": 0.612, "test": "pooled", "verdict": "tie"}])
     assert verdict_display(table).to_dict("records") == [{
         "judge": "clean", "agent": "a", "seeds": "5 v 3", "Δ vs grpo": "+0.012", "95% CI": "[-0.004, +0.029]",
@@ -164,3 +165,25 @@ def test_the_page_shows_each_verdict_and_check_as_written():
     assert checks_display(checks).to_dict("records") == [
         {"judge": "clean", "Levene p": "0.512", "seed variance": "pooled (12 df)"},
         {"judge": "learned", "Levene p": "0.01", "seed variance": "Welch (not pooled)"}]
+
+
+def test_a_method_faces_its_controls_in_the_same_family():
+    """``controls``: the method against each control under each judge, a pair lacking a side untested, every
+    p adjusted with the baseline's in one Holm family; the page names what each row is compared with."""
+    seeds = {"grpo": np.array([0.50, 0.52, 0.48, 0.51, 0.49]), "m": np.array([0.60, 0.62, 0.58, 0.61, 0.59]),
+             "stop": np.array([0.61, 0.63, 0.59, 0.60, 0.62]), "kl": np.array([0.50, 0.49, 0.51, 0.52, 0.48])}
+    rows, check = judge_tests(seeds, {"m": ("stop", "kl", "absent")})
+    assert [(r["agent"], r["against"]) for r in rows] == [("m", "grpo"), ("stop", "grpo"), ("kl", "grpo"), ("m", "stop"), ("m", "kl")]
+    by_hand = compare(seeds["m"], seeds["stop"], (np.mean([np.var(v, ddof=1) for v in seeds.values()]), 16))
+    assert rows[3]["diff"] == pytest.approx(-0.010) and rows[3]["p"] == pytest.approx(by_hand["p"])
+    frame = pd.DataFrame([{"agent": a, "noise": "clean", "oracle": False, "per_seed": list(v)} for a, v in seeds.items()])
+    table, _ = verdicts(frame, {"m": ("stop", "kl")})
+    assert len(table) == 5 and table["p_adjusted"].tolist() == pytest.approx(holm(table["p"].to_numpy()).tolist())
+    assert table.set_index(["agent", "against"])["verdict"][("m", "kl")] == "win"
+    assert table.set_index(["agent", "against"])["verdict"][("m", "stop")] == "tie"
+    shown = verdict_display(table)
+    assert shown["against"].tolist() == ["grpo", "grpo", "grpo", "stop", "kl"] and "Δ" in shown
+    assert verdict_heading(table) == "Where each method wins, ties or loses against grpo, and m against its controls"
+    plain, _ = verdicts(frame)
+    assert "against" not in verdict_display(plain) and "Δ vs grpo" in verdict_display(plain)
+    assert verdict_heading(plain) == "Where each method wins, ties or loses against grpo"

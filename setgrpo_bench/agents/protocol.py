@@ -41,6 +41,7 @@ class Protocol:
     presets: tuple[str, ...] = ()  # the presets a complete board holds (default: every preset of the catalog)
     judge_seeds: Mapping[str, int] = field(default_factory=dict)  # seeds of every cell under these profiles
     extra: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()  # (agents, profiles) cells outside the rule
+    controls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # method → the agents its verdicts also face
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -119,6 +120,10 @@ def _load(path: Path) -> Protocol:
         problems.append(SpecError(f"expected judge profiles of the board {data['noise']}, got "
                                   f"{sorted(set(named) - set(data['noise']))}", file=str(path),
                                   line=line_of(lines, "judge_seeds" if "judge_seeds" in data else "extra"), field="judge_seeds/extra"))
+    named = [*data.get("controls", {}), *(a for c in data.get("controls", {}).values() for a in c)] if not problems else []
+    if any(a not in data["core"] for a in named):
+        problems.append(SpecError(f"expected core agents {data['core']}, got {sorted(set(named) - set(data['core']))}",
+                                  file=str(path), line=line_of(lines, "controls"), field="controls"))
     if problems:
         raise problems[0]
     main = data["main"] if isinstance(data["main"], str) else tuple(data["main"])
@@ -126,4 +131,4 @@ def _load(path: Path) -> Protocol:
                     tuple(data["noise"]), main, data["other_seeds"], tuple(data["core"]), data.get("preset_seeds"),
                     tuple(data.get("once", ())), tuple(data.get("presets", ())), dict(data.get("judge_seeds", {})),
                     tuple((tuple(c["agents"]), tuple(c["noise"])) for c in data.get("extra", ())),
-                    str(data.get("description", "")), path)
+                    {a: tuple(c) for a, c in data.get("controls", {}).items()}, str(data.get("description", "")), path)

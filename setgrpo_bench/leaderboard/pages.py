@@ -17,6 +17,7 @@ from .tables import (
     HACKING,
     apart_frame,
     columns,
+    controls_of,
     drift_frame,
     entry_provenance,
     hacking_frame,
@@ -30,6 +31,7 @@ from .verdicts import (
     checks_display,
     noise_order,
     verdict_display,
+    verdict_heading,
     verdicts,
 )
 
@@ -65,9 +67,9 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
         lines.append("No submissions yet.")
     else:
         profiles = sorted(set(frame["noise"]), key=noise_order)
-        table, checks = verdicts(frame)
+        table, checks = verdicts(frame, controls_of(submissions))
         if not table.empty:
-            lines += [f"## Where each method wins, ties or loses against {BASELINE}", "", VERDICT_RULE, "",
+            lines += [f"## {verdict_heading(table)}", "", VERDICT_RULE, "",
                       *_markdown_table(verdict_display(table)), "", "Equal seed variances under each judge:", "",
                       *_markdown_table(checks_display(checks)), ""]
         else:
@@ -113,9 +115,9 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             body.append(f"<p><strong>{html.escape(note)}</strong></p>")
         figures = plots(frame, submissions)
         figure = lambda key: f'<figure><img id="plot-{key}" alt="{key}" src="data:image/png;base64,{figures.pop(key)}"></figure>'
-        table, checks = verdicts(frame)
+        table, checks = verdicts(frame, controls_of(submissions))
         if not table.empty:
-            body.append(f"<h2>Where each method wins, ties or loses against {BASELINE}</h2><p>{html.escape(VERDICT_RULE)}</p>"
+            body.append(f"<h2>{html.escape(verdict_heading(table))}</h2><p>{html.escape(VERDICT_RULE)}</p>"
                         + verdict_display(table).to_html(index=False, escape=True, classes="board", border=0)
                         + "<p>Equal seed variances under each judge:</p>"
                         + checks_display(checks).to_html(index=False, escape=True, classes="board", border=0))

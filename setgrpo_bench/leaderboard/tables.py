@@ -168,6 +168,18 @@ def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def controls_of(submissions: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """The methods the entries' protocol sets beside its controls (none when the entries follow several
+    protocols, or one whose file is not in this checkout)."""
+    ids = {s["protocol"]["id"] for s in submissions if "protocol" in s}
+    if len(ids) != 1:
+        return {}
+    try:
+        return dict(load_protocol(ids.pop()).controls)
+    except SetgrpoBenchError:
+        return {}
+
+
 def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
     """The protocols the entries were made under, with what each fixes."""
     out = []
@@ -185,7 +197,8 @@ def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
                  if others else "",
                  f"once, under {protocol.mains[0]} only (their policy does not depend on the judge): {', '.join(protocol.once)}"
                  if protocol.once else "",
-                 *(f"{', '.join(agents)} under {', '.join(profiles)} only" for agents, profiles in protocol.extra)]
+                 *(f"{', '.join(agents)} under {', '.join(profiles)} only" for agents, profiles in protocol.extra),
+                 *(f"{agent}'s verdicts against {', '.join(against)} too" for agent, against in protocol.controls.items())]
         exceptions = ("; instead " + ", ".join(f"{k} seeds under {n}" for n, k in protocol.judge_seeds.items())
                       if protocol.judge_seeds else "")
         out.append(f"{pid}: {settings}; judge profiles {', '.join(protocol.noise)}; main {', '.join(protocol.mains)} "

@@ -1,7 +1,8 @@
 """Where each method wins, ties or loses against the baseline under the same judge (DESIGN §10).
 
 A verdict is a two-sided test of "same mean macro true score as GRPO under this judge" on the seeds'
-macro scores. Seed variance is pooled over every agent under the judge when Levene's test (median
+macro scores; a method that the board's protocol sets beside its controls (``controls``) is tested against
+each of them too, in the same family. Seed variance is pooled over every agent under the judge when Levene's test (median
 centred) does not reject equal variances at 5% — three to five seeds a cell give a poor variance each,
 the judge's dozens give a good one — and Welch's test is used for that judge otherwise. The p-values of
 every verdict on the page are then adjusted together by Holm's step-down method, which keeps the chance
@@ -10,6 +11,9 @@ of any false verdict on the page at 5% whatever their dependence; a win or loss 
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -84,31 +88,37 @@ def compare(x: np.ndarray, y: np.ndarray, pooled: tuple[float, int] | None) -> d
     return {"diff": diff, "ci_low": diff - half, "ci_high": diff + half, "p": p, "df": float(df)}
 
 
-def judge_tests(seeds: dict[str, np.ndarray]) -> tuple[list[dict[str, object]], dict[str, object]]:
-    """Every agent against the baseline under one judge (``seeds``: agent → its seeds' macro scores);
-    and the judge's homogeneity check (Levene p, pooled or Welch, pooled df)."""
+def judge_tests(seeds: dict[str, np.ndarray], controls: Mapping[str, Sequence[str]] = MappingProxyType({})
+                ) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """Every agent against the baseline under one judge (``seeds``: agent → its seeds' macro scores), and
+    each agent of ``controls`` against each of its controls; and the judge's homogeneity check (Levene p,
+    pooled or Welch, pooled df). A pair lacking either side, or with a one-seed side, is not tested."""
     levene = homogeneity(list(seeds.values()))
     usable = [s for s in seeds.values() if len(s) >= 2]
     df = sum(len(s) - 1 for s in usable)
     pooled = (sum(float(np.var(s, ddof=1)) * (len(s) - 1) for s in usable) / df, df) if levene >= HOMOGENEITY_LEVEL and df else None
     check = {"levene_p": levene, "test": "pooled" if pooled else "Welch", "pooled_df": df if pooled else None}
-    base = seeds.get(BASELINE)
+    pairs = [(a, BASELINE) for a in seeds if a != BASELINE] + [(a, c) for a, cs in controls.items() for c in cs]
     rows: list[dict[str, object]] = []
-    for agent, x in seeds.items():
-        if agent == BASELINE or base is None or len(x) < 2 or len(base) < 2:
+    for agent, against in pairs:
+        x, y = seeds.get(agent), seeds.get(against)
+        if x is None or y is None or len(x) < 2 or len(y) < 2:
             continue
-        rows.append({"agent": agent, "n": len(x), "n_baseline": len(base), **compare(x, base, pooled), "test": check["test"]})
+        rows.append({"agent": agent, "against": against, "n": len(x), "n_baseline": len(y), **compare(x, y, pooled),
+                     "test": check["test"]})
     return rows, check
 
 
-def verdicts(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every verdict on the page (one per agent and judge, oracle rows left out) with Holm-adjusted
-    p-values over all of them, and each judge's homogeneity check. ``frame`` has one row per entry with
-    ``agent``, ``noise``, ``oracle`` and ``per_seed`` (its seeds' macro true scores)."""
+def verdicts(frame: pd.DataFrame, controls: Mapping[str, Sequence[str]] = MappingProxyType({})
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every verdict on the page (per judge: each agent against the baseline, each agent of ``controls``
+    against its controls; oracle rows left out) with Holm-adjusted p-values over all of them, and each
+    judge's homogeneity check. ``frame`` has one row per entry with ``agent``, ``noise``, ``oracle`` and
+    ``per_seed`` (its seeds' macro true scores)."""
     rows, checks = [], []
     for profile in sorted(set(frame["noise"]), key=noise_order):
         under = frame[(frame["noise"] == profile) & ~frame["oracle"].astype(bool)]
-        tests, check = judge_tests({a: np.asarray(s, dtype=float) for a, s in zip(under["agent"], under["per_seed"])})
+        tests, check = judge_tests({a: np.asarray(s, dtype=float) for a, s in zip(under["agent"], under["per_seed"])}, controls)
         rows += [{"judge": profile, **t} for t in tests]
         checks.append({"judge": profile, **check})
     table = pd.DataFrame(rows)
@@ -120,11 +130,21 @@ def verdicts(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.DataFrame(checks)
 
 
+def verdict_heading(table: pd.DataFrame) -> str:
+    """The verdict section's title: against the baseline, and the methods tested against their controls."""
+    controlled = sorted(set(table["agent"][table["against"] != BASELINE]))
+    return f"Where each method wins, ties or loses against {BASELINE}" + (
+        f", and {', '.join(controlled)} against {'its' if len(controlled) == 1 else 'their'} controls" if controlled else "")
+
+
 def verdict_display(table: pd.DataFrame) -> pd.DataFrame:
-    """The page's verdict table: difference, 95% CI, p, adjusted p, test and verdict per agent and judge."""
+    """The page's verdict table: difference, 95% CI, p, adjusted p, test and verdict per agent and judge (and
+    the agent it is compared with, when a page compares some with controls besides the baseline)."""
+    against = {"against": table["against"]} if (table["against"] != BASELINE).any() else {}
     return pd.DataFrame({
-        "judge": table["judge"], "agent": table["agent"], "seeds": [f"{n} v {m}" for n, m in zip(table["n"], table["n_baseline"])],
-        f"Δ vs {BASELINE}": [f"{d:+.3f}" for d in table["diff"]],
+        "judge": table["judge"], "agent": table["agent"], **against,
+        "seeds": [f"{n} v {m}" for n, m in zip(table["n"], table["n_baseline"])],
+        ("Δ" if against else f"Δ vs {BASELINE}"): [f"{d:+.3f}" for d in table["diff"]],
         "95% CI": [f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in zip(table["ci_low"], table["ci_high"])],
         "p": [f"{p:.3g}" for p in table["p"]], "Holm p": [f"{p:.3g}" for p in table["p_adjusted"]],
         "test": table["test"], "verdict": table["verdict"],
