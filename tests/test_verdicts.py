@@ -184,6 +184,8 @@ def test_a_method_faces_its_controls_in_the_same_family():
     shown = verdict_display(table)
     assert shown["against"].tolist() == ["grpo", "grpo", "grpo", "stop", "kl"] and "Δ" in shown
     assert verdict_heading(table) == "Where each method wins, ties or loses against grpo, and m against its controls"
+    both, _ = verdicts(frame, {"m": ("kl",), "stop": ("kl",)})
+    assert verdict_heading(both) == "Where each method wins, ties or loses against grpo, and m, stop against their controls"
     plain, _ = verdicts(frame)
     assert "against" not in verdict_display(plain) and "Δ vs grpo" in verdict_display(plain)
     assert verdict_heading(plain) == "Where each method wins, ties or loses against grpo"
