@@ -133,6 +133,10 @@ def test_the_audit_command_draws_seeds_keeps_its_record_and_refuses_what_it_cann
     kept = read_json(board / "audits" / f"{entry['name']}.json")
     assert [a["result"] for a in kept["audits"]] == [REPRODUCED] and len(kept["audits"][0]["seeds"]) == 1
     assert "reproduced (quick, 1 steps" in capsys.readouterr().out
+    assert main(["leaderboard", "audit", "--board", str(board), "--unaudited"]) == 0  # a quick audit is not a full one
+    assert [a["mode"] for a in read_json(board / "audits" / f"{entry['name']}.json")["audits"]] == ["quick", "full"]
+    assert main(["leaderboard", "audit", "--board", str(board), "--unaudited"]) == 0  # nothing left to audit
+    assert len(read_json(board / "audits" / f"{entry['name']}.json")["audits"]) == 2
     with pytest.raises(AuditError, match="has no seed 7"):
         audit_entry(entry, board, seeds=[7])
     with pytest.raises(AuditError, match="--seeds-per-entry 3: .* has 2 seeds"):

@@ -27,6 +27,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     audit.add_argument("--quick", type=int, metavar="N", help="compare only the initial evaluation and the first N "
                                                               "steps' metrics (seconds, not a whole run)")
     audit.add_argument("--work", help="keep the re-executed runs in this folder (default: a temporary one)")
+    audit.add_argument("--unaudited", action="store_true",
+                       help="only the entries whose current runs no full audit has re-executed yet (a board filling up)")
     audit.set_defaults(func=_audit)
     publish = commands.add_parser("publish", help="validate runs (or a sweep) and add them to the board")
     publish.add_argument("runs", nargs="+", help="run folders or a sweep folder")
@@ -86,11 +88,14 @@ def _audit(args: argparse.Namespace) -> int:
         describe,
         entries,
         failure,
+        fully_audited,
         keep_audit,
     )
 
     failed = 0
     for entry in entries(args.board, args.entry or ()):
+        if args.unaudited and fully_audited(entry, args.board):
+            continue
         try:
             audit = audit_entry(entry, args.board, seeds=args.seed, count=args.seeds_per_entry, steps=args.quick,
                                 work=args.work)

@@ -92,6 +92,12 @@ def latest_audit(submission: dict[str, Any], board: str | Path) -> dict[str, Any
     return matching[-1] if matching else None
 
 
+def fully_audited(submission: dict[str, Any], board: str | Path) -> bool:
+    """Whether a full audit (every step, not ``--quick``) has re-executed the entry's current runs."""
+    key = runs_key(submission)
+    return any(a.get("runs_key") == key and a.get("mode") == "full" for a in load_audits(board, submission["name"]))
+
+
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 """An audit's result: every seed re-executed to the same values; a seed differs on the machine it was made
 on (a rejection); a seed differs, but it was made on another kind of machine or did not record its own
