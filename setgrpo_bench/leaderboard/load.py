@@ -81,13 +81,19 @@ def missing_cells(frame: pd.DataFrame, presets: Sequence[str], protocol: Protoco
             if have.get((a, n), 0) < k]
 
 
-def still_to_run(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> list[str]:
-    """The cells a live board still lacks under the protocol of its entries (this package's presets)."""
+def entries_protocol(submissions: list[dict[str, Any]]) -> Protocol | None:
+    """The one protocol the entries were made under (None when they follow several, or none, or one whose
+    file is not in this checkout)."""
     ids = {s["protocol"]["id"] for s in submissions if "protocol" in s}
     if len(ids) != 1:
-        return []
+        return None
     try:
-        protocol = load_protocol(ids.pop())
+        return load_protocol(ids.pop())
     except SetgrpoBenchError:
-        return []
-    return missing_cells(frame, board_presets(protocol), protocol)
+        return None
+
+
+def still_to_run(frame: pd.DataFrame, submissions: list[dict[str, Any]]) -> list[str]:
+    """The cells a live board still lacks under the protocol of its entries (this package's presets)."""
+    protocol = entries_protocol(submissions)
+    return [] if protocol is None else missing_cells(frame, board_presets(protocol), protocol)

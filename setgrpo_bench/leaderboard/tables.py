@@ -13,6 +13,7 @@ from ..agents.protocol import load_protocol
 from ..errors import SetgrpoBenchError
 from .aggregate import SEED_LEVEL_SCHEMA
 from .audit import describe
+from .load import entries_protocol
 from .verdicts import BASELINE, noise_order, versus_baseline
 
 
@@ -171,13 +172,8 @@ def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def controls_of(submissions: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
     """The methods the entries' protocol sets beside its controls (none when the entries follow several
     protocols, or one whose file is not in this checkout)."""
-    ids = {s["protocol"]["id"] for s in submissions if "protocol" in s}
-    if len(ids) != 1:
-        return {}
-    try:
-        return dict(load_protocol(ids.pop()).controls)
-    except SetgrpoBenchError:
-        return {}
+    protocol = entries_protocol(submissions)
+    return {} if protocol is None else dict(protocol.controls)
 
 
 def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
@@ -191,7 +187,7 @@ def protocols_of(submissions: list[dict[str, Any]]) -> list[str]:
             continue
         settings = ", ".join(f"{k} {v}" for k, v in protocol.settings.items())
         outside = {*protocol.core, *protocol.once, *(a for agents, _ in protocol.extra for a in agents)}
-        others = protocol.core and (not protocol.presets or set(protocol.presets) - outside)
+        others = bool(protocol.core) and (not protocol.presets or bool(set(protocol.presets) - outside))
         cells = [f"core agents ({', '.join(protocol.core)}) under every profile" if protocol.core else "",
                  f"the other presets under the main profiles with {protocol.preset_seeds or protocol.seeds} seeds"
                  if others else "",
