@@ -8,9 +8,9 @@ from conftest import binomial_ok
 
 from setgrpo_bench.judges.learned import (
     LearnedJudgeGrader,
-    _encode,
-    _left_padded,
     build_judge,
+    encode_question,
+    left_padded,
 )
 from setgrpo_bench.judges.learned_paths import (
     KEY_FILE,
@@ -50,8 +50,8 @@ def test_shared_prefix_probabilities_equal_asking_each_question_alone(grader, me
     responses = ["Take 10 mg twice a day with food.", "", "Dear Ana, call your doctor if you feel dizzy. " * 4]
     shared = grader.yes_probabilities(responses, [c.text for c in task.rubric])
     tok = grader.tokenizer
-    rows = [_encode(tok, r, c.text, grader.limit) for r in responses for c in task.rubric]
-    ids, mask = _left_padded(rows, tok.pad_token_id)
+    rows = [encode_question(tok, r, c.text, grader.limit) for r in responses for c in task.rubric]
+    ids, mask = left_padded(rows, tok.pad_token_id)
     with torch.no_grad():
         logits = grader.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits[:, -1]
     alone = torch.softmax(logits[:, list(grader.answers)], dim=-1)[:, 0].reshape(shared.shape).numpy()
@@ -176,8 +176,8 @@ def test_a_judge_that_reads_the_prompt_answers_from_it_with_a_shared_prefix(read
     responses = ["Take 10 mg twice a day with food.", ""]
     shared = reader.yes_probabilities(responses, criteria, task.prompt_text)
     tok = reader.tokenizer
-    rows = [_encode(tok, r, c, reader.limit, task.prompt_text, reader.prompt_limit) for r in responses for c in criteria]
-    ids, mask = _left_padded(rows, tok.pad_token_id)
+    rows = [encode_question(tok, r, c, reader.limit, task.prompt_text, reader.prompt_limit) for r in responses for c in criteria]
+    ids, mask = left_padded(rows, tok.pad_token_id)
     with torch.no_grad():
         logits = reader.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits[:, -1]
     alone = torch.softmax(logits[:, list(reader.answers)], dim=-1)[:, 0].reshape(shared.shape).numpy()

@@ -51,8 +51,8 @@ from .learned_grading import (
     NO,
     VERDICT,
     YES,
-    _encode,
-    _left_padded,
+    encode_question,
+    left_padded,
     yes_by_shared_heads,
     yes_packed,
 )
@@ -76,14 +76,14 @@ def _examples(pairs, tokenizer, config: JudgeBuildConfig, rng: np.random.Generat
         truth = task.true_verdicts(response)
         prompt = task.prompt_text if config.reads_prompt else None
         for criterion, met in zip(task.rubric, truth):
-            out.append((_encode(tokenizer, response, criterion.text, config.max_response_tokens, prompt,
+            out.append((encode_question(tokenizer, response, criterion.text, config.max_response_tokens, prompt,
                                 config.max_prompt_tokens), bool(met), criterion.category, p))
     return [out[i] for i in rng.permutation(len(out))]
 
 
 def _batch(rows, pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids, mask, labels), left padded: the verdict position is the last column."""
-    ids, mask = _left_padded([r[0] for r in rows], pad)
+    ids, mask = left_padded([r[0] for r in rows], pad)
     return ids, mask, torch.tensor([r[1] for r in rows])
 
 
@@ -170,9 +170,9 @@ def _card(model, tokenizer, held, answers, config: JudgeBuildConfig, n_train: in
     prompt_of = (lambda task: task.prompt_text) if config.reads_prompt else (lambda task: None)
 
     def judged(task: TaskInstance, responses: list[str], score_rule: str) -> np.ndarray:
-        rows = [_encode(tokenizer, r, c.text, config.max_response_tokens, prompt_of(task), config.max_prompt_tokens)
+        rows = [encode_question(tokenizer, r, c.text, config.max_response_tokens, prompt_of(task), config.max_prompt_tokens)
                 for r in responses for c in task.rubric]
-        ids, mask = _left_padded(rows, tokenizer.pad_token_id)
+        ids, mask = left_padded(rows, tokenizer.pad_token_id)
         yes = torch.softmax(_yes_logits(model, ids, mask, answers), dim=-1)[:, 0].numpy().reshape(len(responses), -1)
         return rubric_score(task.points, rng.random(yes.shape) < yes, score_rule)[0]
 

@@ -47,8 +47,10 @@ def _tail(tokenizer: Any, criterion: str) -> list[int]:
             + [tokenizer.convert_tokens_to_ids(VERDICT)])
 
 
-def _encode(tokenizer: Any, response: str, criterion: str, limit: int, prompt: str | None = None,
-            prompt_limit: int = 0) -> list[int]:
+def encode_question(tokenizer: Any, response: str, criterion: str, limit: int, prompt: str | None = None,
+                    prompt_limit: int = 0) -> list[int]:
+    """One whole question, ``<eos> [prompt RESPONSE_MARKER] response <|criterion|> criterion <|verdict|>``:
+    what the judge is trained on, and what one forward per question grades."""
     return _head(tokenizer, response, limit, prompt, prompt_limit) + _tail(tokenizer, criterion)
 
 
@@ -59,7 +61,7 @@ def yes_by_shared_heads(model: Any, tok: Any, answers: tuple[int, int], response
     G, J = len(responses), len(criteria)
     heads = [_head(tok, r, limit) for r in responses]
     tails = [_tail(tok, c) for c in criteria]
-    head_ids, head_mask = _left_padded(heads, tok.pad_token_id)
+    head_ids, head_mask = left_padded(heads, tok.pad_token_id)
     positions = (head_mask.cumsum(dim=1) - 1).clamp(min=0)
     out = model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     rows = torch.arange(G).repeat_interleave(J)
@@ -101,7 +103,8 @@ def yes_packed(model: Any, tok: Any, answers: tuple[int, int], responses: Sequen
     return torch.softmax(pair, dim=-1)[:, 0].reshape(len(bodies), J).numpy().astype(float)
 
 
-def _left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+def left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows as one left-padded batch (ids, attention mask): every row's last token in the last column."""
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
