@@ -68,7 +68,6 @@ def judge_factor(noise: str, measured: Sequence[MeasuredRun]) -> tuple[float, in
 
 def estimate(agent: str, noise: str, rollouts: int, measured: Sequence[MeasuredRun]) -> tuple[float, str]:
     """(CPU-seconds, source) of a planned run: the module docstring's nearest recorded runs."""
-    factor, agents = judge_factor(noise, measured)
     for source, match, scaled in (("this agent under this judge", lambda r: r.agent == agent and r.noise == noise, False),
                                   ("this agent, other judges", lambda r: r.agent == agent, True),
                                   ("other agents, this judge", lambda r: r.noise == noise, False),
@@ -76,7 +75,8 @@ def estimate(agent: str, noise: str, rollouts: int, measured: Sequence[MeasuredR
         near = [r.cpu_seconds_per_rollout for r in measured if match(r)]
         if near:
             seconds = float(np.median(near)) * rollouts
-            if scaled and agents:
+            factor, agents = judge_factor(noise, measured) if scaled else (1.0, 0)
+            if agents:
                 return seconds * factor, f"{source} ({len(near)} runs) × {factor:.2f}, this judge's cost factor ({agents} agents)"
             return seconds, f"{source} ({len(near)} runs)"
     return float("nan"), "no recorded run"
