@@ -163,6 +163,23 @@ def test_profiles_in_catalog_and_bad_profiles():
                      false_negative=dict.fromkeys(CATEGORIES, 0.1))
 
 
+def test_a_later_catalogs_profile_file_overrides_a_name_for_every_reader(tmp_path, monkeypatch):
+    """One scan decides which file a name means: a user's ``clean`` of another kind replaces the built-in
+    noise profile everywhere, and a user's new noise profile joins the noise profiles only."""
+    from setgrpo_bench.catalog import ENV_VAR
+    from setgrpo_bench.graders.llm_judge import judge_profile_names
+    from setgrpo_bench.graders.profile_files import profile_files
+
+    (tmp_path / "graders").mkdir()
+    (tmp_path / "graders" / "mine.yaml").write_text("name: clean\nkind: judge\n")
+    (tmp_path / "graders" / "calm.yaml").write_text(profile_files()["clean"].read_text().replace("name: clean", "name: calm"))
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert profile_files()["clean"] == tmp_path / "graders" / "mine.yaml"
+    assert "clean" in judge_profile_names() and "clean" not in profile_names()
+    assert "calm" in profile_names() and "calm" not in judge_profile_names()
+    assert profile_files({"noise"})["calm"] == tmp_path / "graders" / "calm.yaml"
+
+
 def test_bad_profile_file_names_file_and_line(tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text(

@@ -10,9 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..catalog import catalog_files, catalog_roots
+from ..catalog import catalog_roots
 from ..errors import SpecError
 from ..tasks.yamlio import line_of, load_yaml
+from .profile_files import profile_files
 
 GRADER_KINDS = {"learned": {"grader": "setgrpo_bench.judges.learned:LearnedJudgeGrader",
                             "build_key": "setgrpo_bench.judges.learned_paths:profile_build_key"}}
@@ -32,10 +33,8 @@ def model_profiles() -> dict[str, dict[str, Any]]:
 @lru_cache(maxsize=8)
 def _profiles(roots: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
     out = {}
-    for path in catalog_files("graders", "*.yaml"):
+    for name, path in profile_files(GRADER_KINDS).items():
         data, lines = load_yaml(path)
-        if not isinstance(data, Mapping) or data.get("kind") not in GRADER_KINDS:
-            continue
         for key in sorted(set(data) - PROFILE_FIELDS):
             raise SpecError(f"unknown field; allowed: {sorted(PROFILE_FIELDS)}", file=str(path), line=line_of(lines, key),
                             field=key)
@@ -50,5 +49,5 @@ def _profiles(roots: tuple[Path, ...]) -> dict[str, dict[str, Any]]:
             value = data.get(key, 1.0)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise SpecError(f"expected a number > 0, got {value!r}", file=str(path), line=line_of(lines, key), field=key)
-        out[str(data.get("name", path.stem))] = dict(data)
+        out[name] = dict(data)
     return out

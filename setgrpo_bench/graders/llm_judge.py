@@ -24,12 +24,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..catalog import catalog_files
 from ..errors import ConfigError, SpecError, UnknownNameError
 from ..tasks.model import TaskInstance
 from ..tasks.scoring import SCORE_RULES, rubric_score
 from ..tasks.yamlio import line_of, load_yaml
 from .grade import Grade
+from .profile_files import profile_files
 
 _JSON_VERDICT = re.compile(r'"criteria_met"\s*:\s*(true|false)', re.IGNORECASE)
 _WORD_VERDICT = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
@@ -85,12 +85,7 @@ def judge_profile_names() -> list[str]:
 
 
 def _judge_paths() -> dict[str, Path]:
-    out = {}
-    for path in catalog_files("graders", "*.yaml"):
-        data, _ = load_yaml(path)
-        if isinstance(data, Mapping) and data.get("kind") == "judge":
-            out[str(data.get("name", path.stem))] = path
-    return out
+    return profile_files({"judge"})
 
 
 def load_judge_profile(name_or_path: str | Path) -> JudgeProfile:

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, logit
 
-from ..catalog import catalog_files, catalog_roots
 from ..errors import UnknownNameError
 from ..tasks.schema import load_schema, schema_problems
 from ..tasks.yamlio import Location, load_yaml
+from .profile_files import DEFAULT_KIND, profile_files
 
 HERMITE = np.polynomial.hermite_e.hermegauss(64)
 VERBOSITY_FIELDS = ("length_favours", "limit_blindness", "keyword_credit", "repetition_missed", "confidence_auroc",
@@ -135,17 +135,7 @@ def profile_names() -> list[str]:
 
 
 def _profile_paths() -> dict[str, Path]:
-    return dict(_profile_paths_under(tuple(catalog_roots())))
-
-
-@lru_cache(maxsize=8)
-def _profile_paths_under(roots: tuple[Path, ...]) -> dict[str, Path]:
-    paths = {}
-    for path in catalog_files("graders", "*.yaml"):
-        data, _ = load_yaml(path)
-        if isinstance(data, Mapping) and data.get("kind", "noise") == "noise":
-            paths[str(data.get("name", path.stem))] = path
-    return paths
+    return profile_files({DEFAULT_KIND})
 
 
 @lru_cache(maxsize=64)

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..catalog import catalog_files
 from ..graders.judge_profiles import judge_profile
+from ..graders.profile_files import profile_files
 from ..tasks.yamlio import load_yaml
 from .judges import flat_measures
 
@@ -72,10 +72,9 @@ def write_judge_pages(measured_files: Sequence[str | Path], out: str | Path) -> 
 
 
 def _profile_file(name: str) -> Path:
-    for path in catalog_files("graders", "*.yaml"):
-        data, _ = load_yaml(path)
-        if isinstance(data, Mapping) and str(data.get("name", path.stem)) == name:
-            return path
+    path = profile_files().get(name)
+    if path is not None:
+        return path
     judge_profile(name)  # an unknown name: the error lists the known ones
     raise FileNotFoundError(f"judge profile {name!r} has no YAML file in the catalog")
 
