@@ -174,6 +174,17 @@ def test_the_held_out_grid_carries_a_stopped_runs_last_point_and_measures_the_dr
     assert stats["drop"] == pytest.approx(0.025) and stats["drop_se"] == pytest.approx(0.025)
 
 
+def test_the_page_shows_each_entrys_mean_held_out_curve_by_step():
+    from setgrpo_bench.leaderboard.tables import held_out_frame
+
+    curve = {"step": [0, 20, 25], "true_score": [0.3391, 0.45, 0.4449], "true_score_se": [0.0, 0.01, 0.02]}
+    frame = held_out_frame([{"name": "old", "suite": {"noise": "clean"}},
+                            {"name": "new", "suite": {"noise": "learned"}, "held_out": curve}])
+    assert frame.to_dict("records") == [{"entry": "new", "judge": "learned", "step 0": "0.339", "step 20": "0.450",
+                                         "step 25": "0.445"}]
+    assert held_out_frame([{"name": "old", "suite": {"noise": "clean"}}]).empty
+
+
 class _Spy(RuleAgent):
     """A GRPO agent that records what the stopping rule hands it."""
 

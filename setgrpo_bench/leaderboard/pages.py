@@ -15,12 +15,14 @@ from .tables import (
     APART,
     DRIFT,
     HACKING,
+    HELD_OUT,
     apart_frame,
     columns,
     controls_of,
     drift_frame,
     entry_provenance,
     hacking_frame,
+    held_out_frame,
     judge_table,
     protocols_of,
     provenance,
@@ -53,9 +55,9 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
              note: str | None = None, earlier: Sequence[str] = (), missing: Sequence[str] = (),
              apart: Sequence[dict[str, Any]] = (), findings: bool = False) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
-    opens with where each method wins, ties or loses against GRPO, then one table per judge profile,
-    SetGRPO's reversal by block of steps (entries that logged it), the column definitions, the protocol
-    with the cells it still lacks, and each entry's provenance."""
+    opens with where each method wins, ties or loses against GRPO, then one table per judge profile, the
+    held-out curves and SetGRPO's reversal by block of steps (entries that logged them), the column
+    definitions, the protocol with the cells it still lacks, and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]
@@ -76,6 +78,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
             lines += [no_verdicts(frame), ""]
         for profile in profiles:
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(judge_table(frame[frame["noise"] == profile])), ""]
+        if not (held_out := held_out_frame(submissions)).empty:
+            lines += ["## Held-out curves", "", HELD_OUT, "", *_markdown_table(held_out), ""]
         if not (drift := drift_frame(submissions)).empty:
             lines += ["## SetGRPO's certificate as the policy moves", "", DRIFT, "", *_markdown_table(drift), ""]
         if not (hacking := hacking_frame(submissions)).empty:
@@ -130,6 +134,9 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             body.append(f"<h2>Judge profile <code>{html.escape(profile)}</code></h2>")
             body.append(judge_table(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
         body += [figure(key) for key in list(figures)]
+        if not (held_out := held_out_frame(submissions)).empty:
+            body.append(f"<h2>Held-out curves</h2><p>{html.escape(HELD_OUT)}</p>"
+                        + held_out.to_html(index=False, escape=True, classes="board", border=0))
         if not (drift := drift_frame(submissions)).empty:
             body.append(f"<h2>SetGRPO's certificate as the policy moves</h2><p>{html.escape(DRIFT)}</p>"
                         + drift.to_html(index=False, escape=True, classes="board", border=0))

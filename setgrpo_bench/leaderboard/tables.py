@@ -235,6 +235,18 @@ def drift_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
+HELD_OUT = ("The held-out curves: each entry's true score on the dev instances at each evaluated step, mean over its "
+            "seeds (a stopped run keeps its last point; the HTML page draws them with their SEs). The judge tables' "
+            "scores are on the protocol's evaluation split.")
+
+
+def held_out_frame(submissions: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per entry whose runs logged a held-out curve (``held_out``), a column per evaluated step."""
+    return pd.DataFrame([{"entry": s["name"], "judge": s["suite"]["noise"],
+                          **{f"step {step}": _fmt(score) for step, score in zip(s["held_out"]["step"], s["held_out"]["true_score"])}}
+                         for s in submissions if s.get("held_out")]).fillna("—")
+
+
 HACKING = ("Reward hacking per entry (harness/hacking.py): the runs whose held-out curve shows an onset — judge − true "
            "leaves its early band while the true score stops rising — and the median step; judge − true at the curve's "
            "start and end (means over seeds); under an injected bias, the rate of its feature at the start and end of "
