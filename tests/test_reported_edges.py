@@ -93,6 +93,13 @@ def test_a_profile_reads_back_from_its_mapping_without_its_kind():
     assert all(type(v) is dict for v in profile.to_dict().values() if isinstance(v, dict))
 
 
+def test_a_profiles_record_keeps_its_zero_fields_and_leaves_out_only_an_absent_bias():
+    """Suite hashes are made from this record: a field at zero is recorded like any other value."""
+    record = load_profile("clean").to_dict()
+    assert record["leniency_sd"] == 0.0 and record["likert_levels"] == 0 and record["length_favours"] is False
+    assert "bias" not in record and set(record) == {f for f in NoiseProfile.__dataclass_fields__ if f != "bias"}
+
+
 def test_the_fingerprint_keeps_what_defines_the_scores_only():
     base = dict(name="p", false_positive=RATES_01, false_negative=RATES_01)
     quiet = NoiseProfile(**base, cost=3.0).fingerprint()
