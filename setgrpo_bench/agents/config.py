@@ -97,7 +97,8 @@ class RolloutSettings:
     temperature: float = field_of(1.0, "sampling temperature for rollouts and evaluation", gt=0)
     top_p: float = field_of(1.0, "nucleus sampling mass", gt=0, le=1)
     max_new_tokens: int = field_of(72, "response length cap in tokens", ge=1)
-    threads: int = field_of(1, "torch threads: 1 gives the same numbers on any machine and holds up beside other work "
+    threads: int = field_of(1, "torch threads: 1 gives the same numbers run after run on one machine (another CPU's kernels "
+                               "differ in the last bits) and holds up beside other work "
                                "(2 threads ran 2.5× slower than 1 beside one busy process); 0: OMP_NUM_THREADS, else every "
                                "core; sweep gives each of N parallel runs cores/N", ge=0)
     update_batch: int = field_of(16, "responses per forward/backward of the update (less memory, faster on CPU; the same "

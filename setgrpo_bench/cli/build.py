@@ -1,5 +1,5 @@
-"""``build-policy`` and ``build-judge``: rebuild the embedded policy or the learned judge, bit for bit,
-and ship the build inside the package."""
+"""``build-policy`` and ``build-judge``: rebuild the embedded policy or the learned judge from fixed seeds
+(bit for bit on one machine and torch build; docs/training.md) and ship the build inside the package."""
 
 from __future__ import annotations
 
