@@ -26,7 +26,7 @@ from scipy.special import expit, logit
 from ..errors import UnknownNameError
 from ..tasks.schema import load_schema, schema_problems
 from ..tasks.yamlio import Location, load_yaml
-from .profile_files import DEFAULT_KIND, profile_files
+from .profile_files import profile_files
 
 HERMITE = np.polynomial.hermite_e.hermegauss(64)
 VERBOSITY_FIELDS = ("length_favours", "limit_blindness", "keyword_credit", "repetition_missed", "confidence_auroc",
@@ -135,7 +135,7 @@ def profile_names() -> list[str]:
 
 
 def _profile_paths() -> dict[str, Path]:
-    return profile_files({DEFAULT_KIND})
+    return profile_files({"noise"})
 
 
 @lru_cache(maxsize=64)
