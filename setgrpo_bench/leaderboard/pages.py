@@ -46,6 +46,13 @@ def no_verdicts(frame: pd.DataFrame) -> str:
             "baseline's, which these entries do not hold (an archived board kept its seeds' means only).")
 
 
+def _sections(submissions: list[dict[str, Any]]) -> list[tuple[str, str, pd.DataFrame]]:
+    """The sections after the judge tables, each (title, what it shows, its table; empty when no entry holds it)."""
+    return [("Held-out curves", HELD_OUT, held_out_frame(submissions)),
+            ("SetGRPO's certificate as the policy moves", DRIFT, drift_frame(submissions)),
+            ("Reward hacking", HACKING, hacking_frame(submissions))]
+
+
 def _markdown_table(shown: pd.DataFrame) -> list[str]:
     return (["| " + " | ".join(shown.columns) + " |", "|" + "|".join("---" for _ in shown.columns) + "|"]
             + ["| " + " | ".join(row) + " |" for row in shown.astype(str).values.tolist()])
@@ -78,12 +85,9 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
             lines += [no_verdicts(frame), ""]
         for profile in profiles:
             lines += [f"## Judge profile `{profile}`", "", *_markdown_table(judge_table(frame[frame["noise"] == profile])), ""]
-        if not (held_out := held_out_frame(submissions)).empty:
-            lines += ["## Held-out curves", "", HELD_OUT, "", *_markdown_table(held_out), ""]
-        if not (drift := drift_frame(submissions)).empty:
-            lines += ["## SetGRPO's certificate as the policy moves", "", DRIFT, "", *_markdown_table(drift), ""]
-        if not (hacking := hacking_frame(submissions)).empty:
-            lines += ["## Reward hacking", "", HACKING, "", *_markdown_table(hacking), ""]
+        for title, text, table in _sections(submissions):
+            if not table.empty:
+                lines += [f"## {title}", "", text, "", *_markdown_table(table), ""]
         lines += ["## Columns", "", *(f"- **{k}**: {v}" for k, v in columns(submissions).items()),
                   "- the domain columns: the mean true score of the domain's benchmarks", ""]
         if protocols := protocols_of(submissions):
@@ -134,15 +138,9 @@ def html_page(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions:
             body.append(f"<h2>Judge profile <code>{html.escape(profile)}</code></h2>")
             body.append(judge_table(frame[frame["noise"] == profile]).to_html(index=False, escape=True, classes="board", border=0))
         body += [figure(key) for key in list(figures)]
-        if not (held_out := held_out_frame(submissions)).empty:
-            body.append(f"<h2>Held-out curves</h2><p>{html.escape(HELD_OUT)}</p>"
-                        + held_out.to_html(index=False, escape=True, classes="board", border=0))
-        if not (drift := drift_frame(submissions)).empty:
-            body.append(f"<h2>SetGRPO's certificate as the policy moves</h2><p>{html.escape(DRIFT)}</p>"
-                        + drift.to_html(index=False, escape=True, classes="board", border=0))
-        if not (hacking := hacking_frame(submissions)).empty:
-            body.append(f"<h2>Reward hacking</h2><p>{html.escape(HACKING)}</p>"
-                        + hacking.to_html(index=False, escape=True, classes="board", border=0))
+        body += [f"<h2>{html.escape(title)}</h2><p>{html.escape(text)}</p>"
+                 + table.to_html(index=False, escape=True, classes="board", border=0)
+                 for title, text, table in _sections(submissions) if not table.empty]
         body.append("<h2>Columns</h2><dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
                                                       for k, v in columns(submissions).items()) + "</dl>")
         if protocols := protocols_of(submissions):
