@@ -63,8 +63,8 @@ def markdown(frame: pd.DataFrame, rejected: list[tuple[str, str]], submissions: 
              apart: Sequence[dict[str, Any]] = (), findings: bool = False) -> str:
     """The board as Markdown; ``note`` (an archived board's) opens it, ``earlier`` boards are linked. It
     opens with where each method wins, ties or loses against GRPO, then one table per judge profile, the
-    held-out curves and SetGRPO's reversal by block of steps (entries that logged them), the column
-    definitions, the protocol with the cells it still lacks, and each entry's provenance."""
+    held-out curves, SetGRPO's reversal by block of steps and the hacking anatomy (entries that logged
+    them), the column definitions, the protocol with the cells it still lacks, and each entry's provenance."""
     lines = ["# setgrpo_bench leaderboard", ""]
     if note:
         lines += [note, ""]
