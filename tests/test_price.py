@@ -53,4 +53,14 @@ def test_a_dry_run_prints_the_price_and_runs_nothing(tmp_path, capsys):
                  "--out", str(tmp_path / "sweep"), "--timings", str(tmp_path / "timings"), "--dry-run", "--jobs", "2"])
     out = capsys.readouterr().out
     assert code == 0 and not (tmp_path / "sweep").exists()
-    assert "30.0" in out and "1.50" in out and "3 runs, 1.5 CPU-hours: about 0.8 hours at --jobs 2" in out
+    assert "30.0" in out and "1.50" in out and "3 runs left, 1.5 CPU-hours: about 0.8 hours at --jobs 2" in out
+
+
+def test_a_dry_run_prices_only_the_runs_a_resumed_sweep_has_left(tmp_path, capsys):
+    _recorded(tmp_path / "timings", "grpo/seed0", "grpo", "realistic", 1780.0)  # 9 s per rollout, 30 min per run
+    _recorded(tmp_path / "sweep", "realistic/grpo/seed1", "grpo", "realistic", 1780.0)  # finished: skipped on resume
+    _recorded(tmp_path / "sweep", "realistic/grpo/seed2", "grpo", "realistic", 1780.0, eval_json=False)  # resumed
+    code = main(["sweep", "--agents", "grpo", "--seeds", "3", "--steps", "10", "--groups-per-step", "4", "--group-size", "5",
+                 "--out", str(tmp_path / "sweep"), "--timings", str(tmp_path / "timings"), "--dry-run"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and f"2 runs left (1 of 3 finished in {tmp_path / 'sweep'}), 1.0 CPU-hours" in out

@@ -28,7 +28,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<noise>/<agent>/seed<k>/")
     parser.add_argument("--dry-run", action="store_true",
-                        help="run nothing: print the run count and the CPU-hours estimated from recorded runs' timings")
+                        help="run nothing: print the runs left (not finished in --out) and their CPU-hours, estimated "
+                        "from recorded runs' timings")
     parser.add_argument("--timings", action="append",
                         help="--dry-run: folders of recorded runs to price from, at any depth (default: leaderboard)")
     add_overrides(parser, "grpo", skip=("seed",))  # seeds come from --seeds; --train-judge takes a comma-separated list
@@ -70,8 +71,9 @@ def _board_cells(protocol: Protocol | None) -> list[tuple[str, str, int]]:
 
 def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: dict, args: argparse.Namespace,
              cells: list[tuple[str, str, int]]) -> int:
-    """The sweep's price (``harness/price.py``): a row per (agent, judge), its total, and the wall time at
-    ``--jobs`` runs at once."""
+    """The price of the runs the sweep has left (``harness/price.py``; a run whose ``eval.json`` is in
+    ``--out`` is skipped on resume, so it costs nothing): a row per (agent, judge), its total, and the
+    wall time at ``--jobs`` runs at once."""
     from collections import Counter
 
     from rich.table import Table
@@ -81,7 +83,8 @@ def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: 
     from ..harness.sweep import plan
 
     specs = plan(agents, noises, seeds, Path(args.out), overrides, cells)  # every agent, judge and override validated
-    runs = Counter((spec.agent, spec.noise) for spec in specs)
+    left = [spec for spec in specs if not (spec.out / "eval.json").is_file()]
+    runs = Counter((spec.agent, spec.noise) for spec in left)
     cells = [(agent, noise, k, resolve_config(agent, {**overrides, "noise": noise, "seed": 0}).to_dict())
              for (agent, noise), k in runs.items()]
     roots = args.timings or [p for p in ("leaderboard",) if Path(p).is_dir()]
@@ -95,6 +98,7 @@ def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: 
                       r["source"])
     total = sum(r["cpu_hours"] for r in rows)
     console.print(table)
-    console.print(f"{sum(r['runs'] for r in rows)} runs, {total:.1f} CPU-hours: about {total / args.jobs:.1f} hours "
+    finished = f" ({len(specs) - len(left)} of {len(specs)} finished in {args.out})" if len(left) < len(specs) else ""
+    console.print(f"{len(left)} runs left{finished}, {total:.1f} CPU-hours: about {total / args.jobs:.1f} hours "
                   f"at --jobs {args.jobs} (one thread each)")
     return 0
