@@ -1,6 +1,7 @@
 """The docs: every "DESIGN §N" a docstring cites is a section of docs/design.md, the site builds with
-warnings as errors, and the README stays a starting point."""
+warnings as errors, the README stays a starting point, and the live board's findings quote the board."""
 
+import json
 import re
 import subprocess
 import sys
@@ -43,3 +44,64 @@ def test_the_readme_starts():
     assert 'pip install "torch==2.13.0" -e . && python -m setgrpo_bench run --agent setgrpo' in readme
     for page in ("docs/design.md", "docs/getting-started.md", "leaderboard/FINDINGS.md"):
         assert page in readme and (ROOT / page).is_file(), page
+
+
+def _findings_rows(text: str):
+    """(judge, agent, {column: cell}) for every row of a table with a "macro ± SE" column in a judge's section."""
+    judge, header = None, None
+    for line in text.splitlines():
+        if heading := re.match(r"^## `([\w-]+)`", line):
+            judge, header = heading.group(1), None
+        elif line.startswith("## "):
+            judge, header = None, None
+        elif judge and line.startswith("| ") and header is None and any("macro ± SE" in c for c in line.split("|")):
+            header = [c.strip() for c in line.strip("|").split("|")]
+        elif header and line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if not set(cells[0]) <= set("- "):
+                yield judge, cells[0], dict(zip(header, cells, strict=True))
+        else:
+            header = None
+
+
+def _page_verdicts(page: str) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """(judge, agent, against) → (Holm p, verdict), from the page's verdict table."""
+    rows = re.findall(r"^\| ([\w-]+) \| ([\w-]+) \| ([\w-]+) \| \d+ v \d+ \|.*\| ([\d.e+-]+) \| \w+ \| (win|loss|tie) \|$",
+                      page, re.MULTILINE)
+    return {(judge, agent, against): (float(p), verdict) for judge, agent, against, p, verdict in rows}
+
+
+def test_the_findings_quote_the_live_board():
+    """Every figure of FINDINGS.md's per-judge tables — macro ± SE, the difference to GRPO, its Holm p and
+    verdict, judge units and seconds per run, the floor — is the shipped board's, rounded as the page
+    rounds it (Holm p to two significant figures), so a cell that joins the family and moves a verdict
+    fails here until the findings say so."""
+    verdicts = _page_verdicts((ROOT / "leaderboard" / "README.md").read_text(encoding="utf-8"))
+    assert len(verdicts) >= 10
+    entries = {}
+    for path in (ROOT / "leaderboard" / "results").glob("*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries[(data["agent"], data["config"]["noise"])] = data
+    rows = list(_findings_rows((ROOT / "leaderboard" / "FINDINGS.md").read_text(encoding="utf-8")))
+    assert len(rows) >= 10
+    for judge, first, cells in rows:
+        grpo = entries[("grpo", judge)]["macro"]
+        if first.startswith("untrained policy"):
+            assert cells[next(c for c in cells if "macro ± SE" in c)] == f"{grpo['initial_true_score']:.3f}", (judge, first)
+            continue
+        agent = re.match(r"`([\w-]+)`", first).group(1)
+        entry = entries[(agent, judge)]
+        macro = entry["macro"]
+        for column, cell in cells.items():
+            quoted = cell.replace("−", "-")
+            if "macro ± SE" in column:
+                assert quoted == f"{macro['true_score']:.3f} ± {macro['true_score_se']:.3f}", (judge, agent, column)
+            elif column.startswith("vs GRPO") and agent != "grpo":
+                assert quoted.split()[0] == f"{macro['true_score'] - grpo['true_score']:+.3f}", (judge, agent, column)
+            elif column == "Holm p" and agent not in ("grpo", "grpo_oracle"):
+                p, verdict = verdicts[(judge, agent, "grpo")]
+                assert quoted == f"{p:.2g} ({verdict})".replace("e-0", "e-"), (judge, agent, column)
+            elif column == "judge units / step" and cell not in ("0",):
+                assert cell == f"{entry['grader_cost_per_step']:,.0f}", (judge, agent, column)
+            elif column.startswith("s / run") and cell not in ("0",):
+                assert cell == f"{entry['wall_time_s']:.0f}", (judge, agent, column)
