@@ -64,18 +64,29 @@ def _findings_rows(text: str):
             header = None
 
 
-def _page_verdicts(page: str) -> dict[tuple[str, str, str], tuple[float, str]]:
-    """(judge, agent, against) → (Holm p, verdict), from the page's verdict table."""
-    rows = re.findall(r"^\| ([\w-]+) \| ([\w-]+) \| ([\w-]+) \| \d+ v \d+ \|.*\| ([\d.e+-]+) \| \w+ \| (win|loss|tie) \|$",
-                      page, re.MULTILINE)
-    return {(judge, agent, against): (float(p), verdict) for judge, agent, against, p, verdict in rows}
+def _page_verdicts(page: str) -> dict[tuple[str, str, str], tuple[str, str, float, str]]:
+    """(judge, agent, against) → (Δ, 95% CI, Holm p, verdict), from the page's verdict table."""
+    rows = re.findall(r"^\| ([\w-]+) \| ([\w-]+) \| ([\w-]+) \| \d+ v \d+ \| (\S+) \| (\[[^]]+\]) \| \S+ \| (\S+) \| \w+ \| "
+                      r"(win|loss|tie) \|$", page, re.MULTILINE)
+    return {(judge, agent, against): (delta, ci, float(p), verdict) for judge, agent, against, delta, ci, p, verdict in rows}
+
+
+def _findings_controls(text: str):
+    """(judge, against, Δ, CI, Holm p, verdict) of each "SetGRPO against its controls" sentence, by judge section."""
+    for section in re.split(r"^(?=## )", text, flags=re.MULTILINE):
+        heading = re.match(r"## `([\w-]+)`", section)
+        sentence = re.search(r"SetGRPO against its controls:(.*?)\n\n", section, re.DOTALL)
+        if heading and sentence:
+            for against, delta, ci, p, verdict in re.findall(
+                    r"against\s+`([\w-]+)`\s+(\S+)\s+(\[[^]]+\]),\s+Holm\s+p\s+(\S+)\s+\((win|loss|tie)\)", sentence.group(1)):
+                yield heading.group(1), against, delta, " ".join(ci.split()), p, verdict
 
 
 def test_the_findings_quote_the_live_board():
     """Every figure of FINDINGS.md's per-judge tables — macro ± SE, the difference to GRPO, its Holm p and
-    verdict, judge units and seconds per run, the floor — is the shipped board's, rounded as the page
-    rounds it (Holm p to two significant figures), so a cell that joins the family and moves a verdict
-    fails here until the findings say so."""
+    verdict, judge units and seconds per run, the floor — and of its sentences on SetGRPO against its
+    controls is the shipped board's, rounded as the page rounds it (Holm p to two significant figures), so
+    a cell that joins the family and moves a verdict fails here until the findings say so."""
     verdicts = _page_verdicts((ROOT / "leaderboard" / "README.md").read_text(encoding="utf-8"))
     assert len(verdicts) >= 10
     entries = {}
@@ -99,9 +110,15 @@ def test_the_findings_quote_the_live_board():
             elif column.startswith("vs GRPO") and agent != "grpo":
                 assert quoted.split()[0] == f"{macro['true_score'] - grpo['true_score']:+.3f}", (judge, agent, column)
             elif column == "Holm p" and agent not in ("grpo", "grpo_oracle"):
-                p, verdict = verdicts[(judge, agent, "grpo")]
+                _, _, p, verdict = verdicts[(judge, agent, "grpo")]
                 assert quoted == f"{p:.2g} ({verdict})".replace("e-0", "e-"), (judge, agent, column)
             elif column == "judge units / step" and cell not in ("0",):
                 assert cell == f"{entry['grader_cost_per_step']:,.0f}", (judge, agent, column)
             elif column.startswith("s / run") and cell not in ("0",):
                 assert cell == f"{entry['wall_time_s']:.0f}", (judge, agent, column)
+    controls = list(_findings_controls((ROOT / "leaderboard" / "FINDINGS.md").read_text(encoding="utf-8")))
+    assert len(controls) >= 3
+    for judge, against, delta, ci, p, verdict in controls:
+        page = verdicts[(judge, "setgrpo", against)]
+        quoted = (delta.replace("−", "-"), ci.replace("−", "-"), p, verdict)
+        assert quoted == (page[0], page[1], f"{page[2]:.2g}".replace("e-0", "e-"), page[3]), (judge, against)
