@@ -122,3 +122,12 @@ def test_the_findings_quote_the_live_board():
         page = verdicts[(judge, "setgrpo", against)]
         quoted = (delta.replace("−", "-"), ci.replace("−", "-"), p, verdict)
         assert quoted == (page[0], page[1], f"{page[2]:.2g}".replace("e-0", "e-"), page[3]), (judge, against)
+
+
+def test_the_findings_and_readme_count_the_verdicts_the_page_holds():
+    """"Holm over the N tests" (or "today's N tests") in FINDINGS.md and the README is the page's count: the
+    thresholds quoted beside it were computed for that family."""
+    held = len(_page_verdicts((ROOT / "leaderboard" / "README.md").read_text(encoding="utf-8")))
+    for page in ("leaderboard/FINDINGS.md", "README.md"):
+        counts = re.findall(r"(?:Holm over the|today's) (\d+) (?:tests|verdicts)", (ROOT / page).read_text(encoding="utf-8"))
+        assert counts and {int(n) for n in counts} == {held}, (page, counts, held)
