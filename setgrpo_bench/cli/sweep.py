@@ -83,7 +83,7 @@ def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: 
     from ..harness.sweep import plan
 
     specs = plan(agents, noises, seeds, Path(args.out), overrides, cells)  # every agent, judge and override validated
-    left = [spec for spec in specs if not (spec.out / "eval.json").is_file()]
+    left = [spec for spec in specs if not spec.finished]
     runs = Counter((spec.agent, spec.noise) for spec in left)
     cells = [(agent, noise, k, resolve_config(agent, {**overrides, "noise": noise, "seed": 0}).to_dict())
              for (agent, noise), k in runs.items()]

@@ -36,6 +36,7 @@ from ..agents.presets import preset_paths, resolve_config
 from ..errors import ConfigError, UnknownNameError
 from .rundir import (
     CONFIG,
+    EVAL,
     FileError,
     RunLockedError,
     holds_run,
@@ -54,6 +55,11 @@ class RunSpec:
     noise: str
     seed: int
     out: Path
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run wrote its final evaluation: a resumed sweep skips it."""
+        return (self.out / EVAL).is_file()
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -174,7 +180,7 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
     root.mkdir(parents=True, exist_ok=True)
     statuses = {s: _status(s, SETTINGS_DIFFER, changed=changed) for s in specs if (changed := settings_changed(s, overrides))}
     statuses.update({s: _status(s, "skipped (finished before)") for s in specs
-                     if s not in statuses and (s.out / "eval.json").is_file()})
+                     if s not in statuses and s.finished})
     columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
                TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -192,7 +198,7 @@ def sweep(agents: Sequence[str], seeds: Sequence[int], root: str | Path, *, nois
                 except Exception as exc:  # the worker running the attempt died  # noqa: BLE001
                     code, tail = -1, f"{type(exc).__name__}: {exc}"[-2000:]
                 attempts.setdefault(spec, []).append(code)
-                if code == 0 and (spec.out / "eval.json").is_file():
+                if code == 0 and spec.finished:
                     statuses[spec] = _status(spec, "done", attempts=attempts[spec])
                 elif code == RunLockedError.exit_status:  # another process writes the folder: a retry is refused too
                     statuses[spec] = _status(spec, "failed", attempts=attempts[spec], error=tail)
