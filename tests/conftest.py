@@ -1,9 +1,12 @@
+import os
+
 import numpy as np
 import pytest
 from scipy.stats import binom
 
 import setgrpo_bench  # noqa: F401  (registers the built-in environments)
 from setgrpo_bench.envs import load_env_benchmark, registered_env_ids
+from setgrpo_bench.harness.threads import available_cores, set_threads
 from setgrpo_bench.policy.embedded import CACHE_ENV, TinyConfig
 from setgrpo_bench.policy.tiny import build_tiny
 
@@ -62,6 +65,15 @@ def binomial_ok(k: int, n: int, p: float, alpha: float = 1e-4) -> bool:
     """Is ``k`` successes in ``n`` trials consistent with rate ``p`` at two-sided level ``alpha``?"""
     low, high = binom.interval(1 - alpha, n, p)
     return low <= k <= high
+
+
+def pytest_configure(config):
+    """Under ``pytest -n N`` each worker, and every process its tests start, gets its share of the cores:
+    N workers with every core each would oversubscribe them (DESIGN §9)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, available_cores() // workers))
+        set_threads(0)
 
 
 @pytest.fixture(scope="session", autouse=True)
