@@ -64,3 +64,23 @@ def test_a_dry_run_prices_only_the_runs_a_resumed_sweep_has_left(tmp_path, capsy
                  "--out", str(tmp_path / "sweep"), "--timings", str(tmp_path / "timings"), "--dry-run"])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and f"2 runs left (1 of 3 finished in {tmp_path / 'sweep'}), 1.0 CPU-hours" in out
+
+
+def test_a_board_sweep_leaves_out_the_cells_its_board_holds(tmp_path, capsys):
+    """A cell published under the sweep's protocol is not run (or priced) again, even where the sweep's
+    folder is gone; an entry of another protocol is no such cell."""
+    from setgrpo_bench.agents.presets import board_presets
+    from setgrpo_bench.agents.protocol import load_protocol
+
+    protocol = load_protocol("board-v3")
+    total = sum(k for _, _, k in protocol.cells(board_presets(protocol)))
+    (tmp_path / "board" / "results").mkdir(parents=True)
+    for name, agent, protocol_id in [("a", "grpo", protocol.id), ("b", "dapo", "board-v2@1")]:
+        write_json(tmp_path / "board" / "results" / f"{name}.json",
+                   {"agent": agent, "suite": {"noise": "realistic"}, "protocol": {"id": protocol_id}})
+    _recorded(tmp_path / "timings", "grpo/seed0", "grpo", "realistic", 1780.0)
+    code = main(["sweep", "--protocol", "board-v3", "--agents", "board", "--board", str(tmp_path / "board"),
+                 "--out", str(tmp_path / "sweep"), "--timings", str(tmp_path / "timings"), "--dry-run"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and f"1 of {len(protocol.cells(board_presets(protocol)))} cells of {protocol.id} are on" in out
+    assert f"{total - 5} runs left," in out

@@ -27,6 +27,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--cpus-per-run", type=int, default=1, help="ray: CPUs (and torch threads) of each run")
     parser.add_argument("--gpus-per-run", type=float, default=0.0, help="ray: GPUs of each run")
     parser.add_argument("--out", default="runs/sweep", help="sweep folder: <out>/<noise>/<agent>/seed<k>/")
+    parser.add_argument("--board", default="leaderboard",
+                        help="with --agents board: the board whose entries made under --protocol are not run again "
+                        "(default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true",
                         help="run nothing: print the runs left (not finished in --out) and their CPU-hours, estimated "
                         "from recorded runs' timings")
@@ -48,7 +51,9 @@ def _sweep(args: argparse.Namespace) -> int:
         list(protocol.noise) if protocol else ["realistic"])
     seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    cells = _board_cells(protocol) if agents == ["board"] else []
+    cells = _board_cells(protocol, args.board) if agents == ["board"] else []
+    if agents == ["board"] and not cells:
+        return 0  # the board holds every cell
     if args.dry_run:
         return _dry_run(agents, noises, seeds, overrides, args, cells)
     backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
@@ -59,14 +64,22 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _board_cells(protocol: Protocol | None) -> list[tuple[str, str, int]]:
-    """``--agents board``: every cell of the protocol's complete board (``Protocol.cells``)."""
+def _board_cells(protocol: Protocol | None, board: str) -> list[tuple[str, str, int]]:
+    """``--agents board``: every cell of the protocol's complete board (``Protocol.cells``) that ``board``
+    does not hold yet: a published cell's runs live in the board, so a sweep resumed where its folder is
+    gone (a fresh clone) does not make them again."""
     from ..agents.presets import board_presets
     from ..errors import ConfigError
+    from ..leaderboard.publishing import held_cells
 
     if protocol is None:
         raise ConfigError("agents", "board", "a protocol's complete board, named with --protocol", "Add --protocol NAME.")
-    return protocol.cells(board_presets(protocol))
+    cells = protocol.cells(board_presets(protocol))
+    held = held_cells(board, protocol.id)
+    if held:
+        console.print(f"{sum((a, n) in held for a, n, _ in cells)} of {len(cells)} cells of {protocol.id} are on "
+                      f"{board} already: not run")
+    return [(agent, noise, k) for agent, noise, k in cells if (agent, noise) not in held]
 
 
 def _dry_run(agents: list[str], noises: list[str], seeds: list[int], overrides: dict, args: argparse.Namespace,

@@ -64,12 +64,19 @@ def publish(paths: Sequence[str | Path], board: str | Path, *, name: str | None 
     return written
 
 
+def held_cells(board: str | Path, protocol: str | None = None) -> set[tuple[str, str]]:
+    """The (agent, judge profile) cells ``board`` holds an entry of; given a protocol id, only the
+    entries made under it."""
+    return {(e.get("agent"), e.get("suite", {}).get("noise")) for _, e in _existing(Path(board) / RESULTS)
+            if protocol is None or e.get("protocol", {}).get("id") == protocol}
+
+
 def ready_cells(sweep_root: str | Path, board: str | Path, protocol: Protocol) -> list[list[Path]]:
     """The cells of ``protocol``'s complete board that a sweep (``sweep --agents board``, folders
     ``<sweep_root>/<judge>/<agent>/seed<k>/``) has finished at every seed and the board does not hold yet:
     each cell's run folders, seeds 0 … k − 1, ready to ``publish``. A board filled this way while its
     sweep runs takes each cell once, whole."""
-    held = {(e.get("agent"), e.get("suite", {}).get("noise")) for _, e in _existing(Path(board) / RESULTS)}
+    held = held_cells(board)
     ready = []
     for agent, noise, k in protocol.cells(board_presets(protocol)):
         folders = [Path(sweep_root) / noise / agent / f"seed{seed}" for seed in range(k)]
