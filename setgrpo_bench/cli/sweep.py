@@ -51,9 +51,11 @@ def _sweep(args: argparse.Namespace) -> int:
         list(protocol.noise) if protocol else ["realistic"])
     seeds = parse_seeds(args.seeds or (str(protocol.seeds) if protocol else "5"))
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    cells = _board_cells(protocol, args.board) if agents == ["board"] else []
-    if agents == ["board"] and not cells:
-        return 0  # the board holds every cell
+    cells = []
+    if agents == ["board"]:
+        cells = _board_cells(protocol, args.board)
+        if not cells:
+            return 0  # the board holds every cell
     if args.dry_run:
         return _dry_run(agents, noises, seeds, overrides, args, cells)
     backend = RayBackend(args.address, args.cpus_per_run, args.gpus_per_run) if args.backend == "ray" else None
