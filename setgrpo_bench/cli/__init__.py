@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ..catalog import add_catalog
 from ..errors import SetgrpoBenchError
 from . import (
+    blocks,
     build,
     diagnose,
     drift,
@@ -44,6 +45,7 @@ def build_parser(agent: str | None = None) -> argparse.ArgumentParser:
     run.add_parser(commands, agent)
     diagnose.add_parser(commands, agent)
     drift.add_parser(commands)
+    blocks.add_parser(commands)
     sweep.add_parser(commands)
     leaderboard.add_parser(commands)
     serve_judge.add_parser(commands)

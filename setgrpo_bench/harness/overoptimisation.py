@@ -7,12 +7,14 @@ mean judge reward and true score of the training batch), over seeds:
   judge_gain, judge_minus_true_end   how far the judge's score rose, and how far above the truth it ends
 
 The same on the held-out curve (``held_out_grid``, ``held_out_overoptimisation``): the true score of the
-policy on dev instances every ``eval_every`` steps, which a stopped run measures too.
+policy on dev instances every ``eval_every`` steps, which a stopped run measures too. Any logged metric
+per block over seeds (``metric_blocks``, the ``blocks`` command) puts the judge's grade, the true score and
+the answers' length side by side: how a policy over-optimises, not only whether.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,29 @@ def block_means(values: np.ndarray, block: int) -> np.ndarray:
     """(S, T) → (S, ⌊T/block⌋) block means."""
     n = values.shape[1] // block
     return values[:, : n * block].reshape(values.shape[0], n, block).mean(axis=2)
+
+
+def metric_blocks(records: Sequence[Sequence[Mapping[str, Any]]], key: str, *, block: int = 20) -> list[dict[str, Any]]:
+    """``key`` per block of ``block`` steps (steps 1–``block``, …): each run's mean over the block's steps
+    that logged it, then the mean and SE of those across the runs that reached the block — a stopped run
+    logs no step after its stop, so a late block holds fewer runs (``runs``)."""
+    per_run: list[dict[int, list[tuple[int, float]]]] = []
+    for rows in records:
+        blocks: dict[int, list[tuple[int, float]]] = {}
+        for row in rows:
+            value = row.get(key)
+            if isinstance(value, int | float) and np.isfinite(value):
+                step = int(row["step"])
+                blocks.setdefault((step - 1) // block, []).append((step, float(value)))
+        per_run.append(blocks)
+    out = []
+    for b in sorted(set().union(*per_run)):
+        reached = [run[b] for run in per_run if b in run]
+        means = np.array([np.mean([v for _, v in rows]) for rows in reached])
+        se = float(means.std(ddof=1) / np.sqrt(len(means))) if len(means) > 1 else float("nan")
+        out.append({"first_step": b * block + 1, "last_step": max(s for rows in reached for s, _ in rows),
+                    "runs": len(means), "mean": float(means.mean()), "se": se})
+    return out
 
 
 def overoptimisation(judge: np.ndarray, true: np.ndarray, *, block: int = 20) -> dict[str, Any]:
