@@ -25,7 +25,7 @@ def test_a_block_is_each_runs_mean_then_their_mean_and_se_over_the_runs_that_rea
     assert second["se"] == pytest.approx(np.std([5.0, 4.0], ddof=1) / np.sqrt(2))
     assert (third["first_step"], third["last_step"], third["runs"], third["mean"]) == (5, 5, 1, 7.0)
     assert np.isnan(third["se"])  # one run: no spread to estimate
-    assert metric_blocks([a, b], "y") == []
+    assert metric_blocks([a, b], "y", block=2) == []
 
 
 def test_the_blocks_command_reproduces_board_v2s_over_optimised_grpo(capsys, tmp_path):

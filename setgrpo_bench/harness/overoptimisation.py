@@ -38,7 +38,7 @@ def block_means(values: np.ndarray, block: int) -> np.ndarray:
     return values[:, : n * block].reshape(values.shape[0], n, block).mean(axis=2)
 
 
-def metric_blocks(records: Sequence[Sequence[Mapping[str, Any]]], key: str, *, block: int = 20) -> list[dict[str, Any]]:
+def metric_blocks(records: Sequence[Sequence[Mapping[str, Any]]], key: str, *, block: int) -> list[dict[str, Any]]:
     """``key`` per block of ``block`` steps (steps 1–``block``, …): each run's mean over the block's steps
     that logged it, then the mean and SE of those across the runs that reached the block — a stopped run
     logs no step after its stop, so a late block holds fewer runs (``runs``)."""
