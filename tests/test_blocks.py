@@ -38,6 +38,9 @@ def test_the_blocks_command_reproduces_board_v2s_over_optimised_grpo(capsys, tmp
         line = next(line for line in out.splitlines() if f" {first} " in line)
         assert judge in line and true in line and " 5 " in line
     assert (tmp_path / "blocks.json").exists()
+    assert main(["blocks", str(runs), "--metric", "reward", "true_score", "reward"]) == 0  # a metric named twice: one column
+    header = next(line for line in capsys.readouterr().out.splitlines() if "┃" in line and "steps" in line)
+    assert header.count("reward") == 1 and "true_score" in header
 
 
 def test_the_blocks_command_names_a_metric_no_run_logs_and_those_they_do(capsys):

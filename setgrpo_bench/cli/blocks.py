@@ -40,16 +40,17 @@ def _blocks(args: argparse.Namespace) -> int:
         raise ConfigError("--block", args.block, "a positive number of steps")
     runs = run_folders(args.runs)
     records = [read_metrics(r / "metrics.jsonl").records for r in runs]
-    blocks = {key: metric_blocks(records, key, block=args.block) for key in args.metric}
+    metrics = list(dict.fromkeys(args.metric))  # each once, in the order given
+    blocks = {key: metric_blocks(records, key, block=args.block) for key in metrics}
     if unlogged := [key for key, rows in blocks.items() if not rows]:
         logged = sorted({k for rows in records for row in rows for k, v in row.items()
                          if isinstance(v, int | float) and k != "step"})
         raise ConfigError("--metric", unlogged, f"metrics the runs log: {', '.join(logged)}")
     table = Table(title=f"{len(runs)} runs: the training batches per {args.block} steps (mean ± SE over runs)")
-    for column in ("steps", "runs", *args.metric):
+    for column in ("steps", "runs", *metrics):
         table.add_column(column, justify="right")
     for first in sorted({row["first_step"] for rows in blocks.values() for row in rows}):
-        rows = {key: next((row for row in blocks[key] if row["first_step"] == first), None) for key in args.metric}
+        rows = {key: next((row for row in blocks[key] if row["first_step"] == first), None) for key in metrics}
         held = [row for row in rows.values() if row]
         table.add_row(f"{first}–{max(row['last_step'] for row in held)}", str(max(row["runs"] for row in held)),
                       *(_cell(row) if row else "—" for row in rows.values()))
